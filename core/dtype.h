@@ -1,0 +1,59 @@
+// Element types of bitparity tensors and their exact conversions.
+//
+// Every conversion here rounds to nearest, ties to even (RNE), the rounding that PyTorch, CUDA's
+// __float2bfloat16_rn and IEEE arithmetic use. Values travel as raw bit patterns so that NaN
+// payloads, signed zeros and subnormals survive every step unchanged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace bitparity {
+
+enum class DType { kBF16, kFP16, kFP32, kFP64, kFP8E4M3, kFP8E5M2, kBool, kI32, kI64 };
+
+// The names of the case format: "bf16", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e5m2", "bool",
+// "i32", "i64".
+std::string_view dtype_name(DType dtype);
+std::optional<DType> parse_dtype(std::string_view name);
+
+// Bytes per element; also the width of an element's hexadecimal form (two digits a byte).
+int dtype_size(DType dtype);
+bool is_floating(DType dtype);
+
+// --- bit views -------------------------------------------------------------------------------
+uint32_t f32_bits(float value);
+float f32_from_bits(uint32_t bits);
+uint64_t f64_bits(double value);
+double f64_from_bits(uint64_t bits);
+
+// --- bf16 / fp16 (RNE; NaN stays NaN with its sign, overflow goes to +-Inf) ---------------------
+uint16_t bf16_from_f32(float value);
+float f32_from_bf16(uint16_t bits);
+uint16_t fp16_from_f32(float value);
+float f32_from_fp16(uint16_t bits);
+
+// Rounds an fp32 value to `dtype` (bf16, fp16 or fp32) and back: the value an fp32 computation
+// has once it is stored in a tensor of that dtype.
+float round_to(DType dtype, float value);
+
+// Exact value of a floating-point bit pattern of `dtype` (every such value is a double).
+double to_double(DType dtype, uint64_t bits);
+// RNE from a double to a floating dtype, in a single rounding (no double rounding through fp32).
+uint64_t from_double(DType dtype, double value);
+
+bool is_nan_bits(DType dtype, uint64_t bits);
+bool is_inf_bits(DType dtype, uint64_t bits);
+bool is_subnormal_bits(DType dtype, uint64_t bits);
+
+// Distance in units in the last place between two bit patterns of a floating dtype: the number
+// of representable values strictly between them plus one; +0 and -0 are 0 apart, ±Inf are one ulp
+// beyond the largest finite value. Empty when either side is NaN.
+std::optional<uint64_t> ulp_distance(DType dtype, uint64_t a, uint64_t b);
+
+// "0x3f80 (1.0)": the bit pattern in hex with its value, as every mismatch message prints it.
+std::string describe_bits(DType dtype, uint64_t bits);
+
+}  // namespace bitparity

@@ -1,0 +1,32 @@
+// The two ways an input goes wrong, each a value with a message a user can act on.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace bitparity {
+
+// A document that is not a valid case: `field` names where ("inputs.y.hex", "attrs.clamp").
+class ParseError : public std::runtime_error {
+ public:
+  ParseError(std::string field, const std::string& message)
+      : std::runtime_error(field.empty() ? message : field + ": " + message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+// A well-formed case that an op or a contract refuses (a shape, a dtype or an attribute it does
+// not accept). `error_class` is what two backends must agree on: "shape", "dtype", "attr".
+class RejectError : public std::runtime_error {
+ public:
+  RejectError(std::string error_class, const std::string& message)
+      : std::runtime_error(message), error_class_(std::move(error_class)) {}
+  const std::string& error_class() const { return error_class_; }
+
+ private:
+  std::string error_class_;
+};
+
+}  // namespace bitparity

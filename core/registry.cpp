@@ -1,0 +1,86 @@
+#include "core/registry.h"
+
+#include <stdexcept>
+
+#include "core/error.h"
+
+namespace bitparity {
+
+const AttrSpec* OpInfo::attr(const std::string& attr_name) const {
+  for (const AttrSpec& a : attrs)
+    if (a.name == attr_name) return &a;
+  return nullptr;
+}
+
+bool OpInfo::has_contract(const std::string& contract) const {
+  for (const ContractInfo& c : contracts)
+    if (c.name == contract) return true;
+  return false;
+}
+
+void Registry::add_op(OpInfo op) {
+  if (this->op(op.name)) throw std::logic_error("op registered twice: " + op.name);
+  ops_.push_back(std::move(op));
+}
+
+void Registry::add_backend(BackendKind backend) {
+  if (this->backend(backend.name)) throw std::logic_error("backend registered twice: " + backend.name);
+  backends_.push_back(std::move(backend));
+}
+
+void Registry::add_impl(const std::string& op, const std::string& backend, const std::string& contract, Impl impl) {
+  const OpInfo* info = this->op(op);
+  if (!info) throw std::logic_error("implementation of an unregistered op: " + op);
+  if (!info->has_contract(contract)) throw std::logic_error(op + " has no contract " + contract);
+  if (!this->backend(backend)) throw std::logic_error("unregistered backend kind: " + backend);
+  impls_[{op, backend + ":" + contract}] = std::move(impl);
+}
+
+const OpInfo* Registry::op(const std::string& name) const {
+  for (const OpInfo& o : ops_)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+const BackendKind* Registry::backend(const std::string& name) const {
+  for (const BackendKind& b : backends_)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+const Impl* Registry::impl(const std::string& op, const std::string& backend_contract) const {
+  auto it = impls_.find({op, backend_contract});
+  return it == impls_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> Registry::impls_of(const std::string& op) const {
+  std::vector<std::string> names;
+  for (const auto& [key, impl] : impls_)
+    if (key.first == op) names.push_back(key.second);
+  return names;
+}
+
+std::pair<std::string, std::string> split_backend_name(const std::string& name) {
+  const size_t colon = name.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == name.size() ||
+      name.find(':', colon + 1) != std::string::npos)
+    throw ParseError("backend", "expected KIND:CONTRACT such as ref:megatron_eager; got '" + name + "'");
+  return {name.substr(0, colon), name.substr(colon + 1)};
+}
+
+TensorMap run_impl(const Registry& registry, const std::string& backend_contract, const Case& c) {
+  const auto [kind, contract] = split_backend_name(backend_contract);
+  const BackendKind* backend = registry.backend(kind);
+  if (!backend) throw std::runtime_error("unknown backend kind '" + kind + "' (see `bitparity list`)");
+  if (backend->unavailable_reason)
+    if (auto why = backend->unavailable_reason()) throw std::runtime_error(kind + " is unavailable: " + *why);
+  const OpInfo* info = registry.op(c.op);
+  if (!info) throw std::runtime_error("unknown op '" + c.op + "'");
+  if (!info->has_contract(contract))
+    throw std::runtime_error(c.op + " has no contract '" + contract + "' (see `bitparity list`)");
+  const Impl* impl = registry.impl(c.op, backend_contract);
+  if (!impl) throw std::runtime_error(backend_contract + " does not implement " + c.op);
+  return (*impl)(c);
+}
+
+}  // namespace bitparity

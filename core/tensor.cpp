@@ -1,0 +1,67 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+namespace bitparity {
+
+std::string shape_string(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_string(shape));
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+      throw std::invalid_argument("shape " + shape_string(shape) + " has too many elements");
+    n *= d;
+  }
+  return n;
+}
+
+Tensor::Tensor(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)) {
+  bytes_.assign(static_cast<size_t>(numel_) * static_cast<size_t>(dtype_size(dtype_)), 0);
+}
+
+uint64_t Tensor::bits(int64_t i) const {
+  uint64_t value = 0;  // little-endian hosts only (x86-64, aarch64)
+  std::memcpy(&value, bytes_.data() + i * dtype_size(dtype_), static_cast<size_t>(dtype_size(dtype_)));
+  return value;
+}
+
+void Tensor::set_bits(int64_t i, uint64_t bits) {
+  std::memcpy(bytes_.data() + i * dtype_size(dtype_), &bits, static_cast<size_t>(dtype_size(dtype_)));
+}
+
+float Tensor::f32(int64_t i) const {
+  switch (dtype_) {
+    case DType::kBF16: return f32_from_bf16(static_cast<uint16_t>(bits(i)));
+    case DType::kFP16: return f32_from_fp16(static_cast<uint16_t>(bits(i)));
+    case DType::kFP32: return f32_from_bits(static_cast<uint32_t>(bits(i)));
+    default: return static_cast<float>(f64(i));
+  }
+}
+
+void Tensor::set_f32(int64_t i, float value) {
+  switch (dtype_) {
+    case DType::kBF16: set_bits(i, bf16_from_f32(value)); break;
+    case DType::kFP16: set_bits(i, fp16_from_f32(value)); break;
+    case DType::kFP32: set_bits(i, f32_bits(value)); break;
+    default: set_bits(i, from_double(dtype_, value)); break;
+  }
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (shape_numel(shape) != numel_)
+    throw std::invalid_argument("cannot reshape " + shape_string(shape_) + " to " + shape_string(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+}  // namespace bitparity

@@ -1,0 +1,55 @@
+// A host tensor: a dtype, a row-major shape, and the elements' raw bit patterns.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace bitparity {
+
+using Shape = std::vector<int64_t>;
+
+// "[3, 2]", the way every message writes a shape.
+std::string shape_string(const Shape& shape);
+// Product of the dims; throws std::invalid_argument when it overflows int64 or a dim is negative.
+int64_t shape_numel(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(DType dtype, Shape shape);  // zero-filled
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_.at(static_cast<size_t>(i)); }
+  int64_t numel() const { return numel_; }
+
+  uint64_t bits(int64_t i) const;
+  void set_bits(int64_t i, uint64_t bits);
+
+  // Floating element i as fp32 (exact for bf16, fp16 and fp32) or as its exact double.
+  float f32(int64_t i) const;
+  double f64(int64_t i) const { return to_double(dtype_, bits(i)); }
+  // Stores fp32 `value` rounded once (RNE) to the tensor's dtype.
+  void set_f32(int64_t i, float value);
+
+  const uint8_t* data() const { return bytes_.data(); }
+  uint8_t* data() { return bytes_.data(); }
+  size_t nbytes() const { return bytes_.size(); }
+
+  // Same elements, another shape of the same numel (e.g. [rows] <-> [rows, 1]).
+  Tensor reshaped(Shape shape) const;
+
+  bool operator==(const Tensor& other) const = default;
+
+ private:
+  DType dtype_ = DType::kFP32;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::vector<uint8_t> bytes_;
+};
+
+}  // namespace bitparity

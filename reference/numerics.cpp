@@ -1,0 +1,81 @@
+#include "reference/numerics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace bitparity::ref {
+namespace {
+
+// Rule 7 constants of ATen's Reduce.cuh launch configuration.
+constexpr int64_t kMaxThreads = 512;    // threads of one reduction block
+constexpr int64_t kWarpLanes = 32;
+constexpr int64_t kVectorWidth = 4;     // elements per vectorized load
+constexpr int64_t kVectorizeFrom = 128; // rows at least this wide load vectors
+
+int64_t pow2_floor_capped(int64_t n) {
+  int64_t p = 1;
+  while (p * 2 <= n && p * 2 <= kMaxThreads) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+float device_expf(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
+
+float sigmoid_f32(float x) { return 1.0f / (1.0f + device_expf(-x)); }
+
+float silu_f32(float x) { return x / (1.0f + device_expf(-x)); }
+
+float clamp_max_f32(float v, float hi) {
+  if (std::isnan(v)) return v;
+  if (v == hi) return v;
+  return v > hi ? hi : v;
+}
+
+float clamp_min_max_f32(float v, float lo, float hi) {
+  if (std::isnan(v)) return v;
+  const float r = v < lo ? lo : v;
+  return hi < r ? hi : r;
+}
+
+float torch_row_sum(std::span<const float> row, int64_t rows) {
+  const int64_t width = static_cast<int64_t>(row.size());
+  if (width == 0) return 0.0f;
+  if (width > kMaxModelledRowWidth)
+    throw RejectError("unmodelled", "rule 7 models torch.sum rows up to " + std::to_string(kMaxModelledRowWidth) +
+                                        " wide; got " + std::to_string(width));
+  const bool vectorized = width >= kVectorizeFrom;
+  if (vectorized && width % kVectorWidth != 0)
+    throw RejectError("unmodelled", "rule 7 does not model torch.sum over rows of width >= 128 that are not a "
+                                    "multiple of 4; got " + std::to_string(width));
+  const int64_t dim0 = vectorized ? width / kVectorWidth : width;
+  int64_t lanes = std::min(pow2_floor_capped(dim0), kWarpLanes);
+  const int64_t height = std::min(pow2_floor_capped(std::max<int64_t>(rows, 1)), kMaxThreads / lanes);
+  lanes = std::min(pow2_floor_capped(dim0), kMaxThreads / height);
+
+  std::vector<float> lane_value(static_cast<size_t>(lanes));
+  for (int64_t l = 0; l < lanes; ++l) {
+    float acc[kVectorWidth] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t it = 0;; ++it) {
+      if (vectorized) {
+        const int64_t base = kVectorWidth * (l + lanes * it);
+        if (base >= width) break;
+        for (int64_t i = 0; i < kVectorWidth; ++i) acc[i] += row[static_cast<size_t>(base + i)];
+      } else {
+        const int64_t idx = l + lanes * it;
+        if (idx >= width) break;
+        acc[it % kVectorWidth] += row[static_cast<size_t>(idx)];
+      }
+    }
+    lane_value[static_cast<size_t>(l)] = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+  }
+  for (int64_t stride = lanes / 2; stride >= 1; stride /= 2)
+    for (int64_t l = 0; l < stride; ++l) lane_value[static_cast<size_t>(l)] += lane_value[static_cast<size_t>(l + stride)];
+  return lane_value[0];
+}
+
+}  // namespace bitparity::ref

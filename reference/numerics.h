@@ -1,0 +1,35 @@
+// Shared numerics of the reference: the fp32 formulas of eager PyTorch's transcendentals, the
+// clamp kernels' exact comparisons, and the reduction orders of torch.sum on CUDA. Each function
+// names the rule of spec/aligned-ops.md that it follows.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "core/dtype.h"
+
+namespace bitparity::ref {
+
+// expf as the CUDA kernels compute it. Until the libdevice model lands this is the correctly
+// rounded exp (fp64 exp rounded once to fp32), which rule 3 shows reproduces every bf16 output.
+float device_expf(float x);
+
+// Rule 2, fp32 formulas, each operation rounded once to fp32.
+float sigmoid_f32(float x);  // 1 / (1 + expf(-x))
+float silu_f32(float x);     // x / (1 + expf(-x)), a division, not x * sigmoid(x)
+
+// ATen's clamp kernels with Python scalar limits (TensorCompare.cu, opmath = fp32). The limit is
+// a double converted once to fp32; NaN inputs propagate.
+float clamp_max_f32(float v, float hi);                // x.clamp(max=hi)
+float clamp_min_max_f32(float v, float lo, float hi);  // x.clamp(min=lo, max=hi); lo > hi gives hi
+
+// Rule 7, last-dim reduce of one contiguous fp32 row of width `width` inside a tensor of `rows`
+// rows: the lane model with four position accumulators and the halving tree. The row count is
+// part of the order (it sets the lane count). Throws RejectError("unmodelled") for the layouts
+// rule 7 does not cover (width >= 128 and not a multiple of 4; rows so wide they split blocks).
+float torch_row_sum(std::span<const float> row, int64_t rows);
+
+// The widest row torch_row_sum models exactly: beyond it ATen splits a row across warps.
+inline constexpr int64_t kMaxModelledRowWidth = 8192;
+
+}  // namespace bitparity::ref
