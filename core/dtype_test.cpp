@@ -1,0 +1,117 @@
+#include "core/dtype.h"
+
+#include <cmath>
+#include <random>
+
+#include <Eigen/Core>
+#include <gtest/gtest.h>
+
+namespace bitparity {
+namespace {
+
+// Every bf16 pattern decodes to the value Eigen decodes, and encodes back to itself.
+TEST(DTypeTest, Bf16AgreesWithEigenOnAllPatterns) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const float ours = f32_from_bf16(static_cast<uint16_t>(bits));
+    const float eigen = static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(static_cast<uint16_t>(bits)));
+    if (std::isnan(eigen)) {
+      ASSERT_TRUE(std::isnan(ours)) << std::hex << bits;
+      ASSERT_TRUE(is_nan_bits(DType::kBF16, bits));
+      continue;
+    }
+    ASSERT_EQ(f32_bits(ours), f32_bits(eigen)) << std::hex << bits;
+    ASSERT_EQ(bf16_from_f32(ours), bits) << std::hex << bits;
+    ASSERT_EQ(to_double(DType::kBF16, bits), static_cast<double>(eigen));
+    ASSERT_EQ(from_double(DType::kBF16, ours), bits) << std::hex << bits;
+  }
+}
+
+TEST(DTypeTest, Fp16AgreesWithEigenOnAllPatterns) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const float ours = f32_from_fp16(static_cast<uint16_t>(bits));
+    const float eigen = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(static_cast<uint16_t>(bits)));
+    if (std::isnan(eigen)) {
+      ASSERT_TRUE(std::isnan(ours)) << std::hex << bits;
+      continue;
+    }
+    ASSERT_EQ(f32_bits(ours), f32_bits(eigen)) << std::hex << bits;
+    ASSERT_EQ(fp16_from_f32(ours), bits) << std::hex << bits;
+  }
+}
+
+// fp32 -> bf16 rounding against an independent method: the two bf16 neighbours of the value
+// (truncation and the next pattern up in magnitude), the nearer one by exact double arithmetic,
+// ties to the even pattern. Beyond the largest finite bf16 the upper neighbour stands at 2^128.
+uint16_t bf16_by_neighbours(float f) {
+  const uint32_t bits = f32_bits(f);
+  const uint16_t lo = static_cast<uint16_t>(bits >> 16);
+  const uint16_t hi = static_cast<uint16_t>(lo + 1);
+  const double v = std::fabs(static_cast<double>(f));
+  const double lo_v = std::fabs(static_cast<double>(f32_from_bf16(lo)));
+  const double hi_v = (hi & 0x7fff) == 0x7f80 ? 0x1p128 : std::fabs(static_cast<double>(f32_from_bf16(hi)));
+  if (v - lo_v < hi_v - v) return lo;
+  if (hi_v - v < v - lo_v) return hi;
+  return (lo & 1) ? hi : lo;
+}
+
+std::vector<float> rounding_samples() {
+  std::mt19937 rng(7);
+  std::vector<float> v;
+  for (int i = 0; i < 200000; ++i) v.push_back(f32_from_bits(rng()));
+  for (uint32_t hi = 0; hi < 0x10000; hi += 7)
+    for (uint32_t lo : {0x7fffu, 0x8000u, 0x8001u, 0x0001u, 0xffffu}) v.push_back(f32_from_bits((hi << 16) | lo));
+  for (float f : {3.3895314e38f, 3.4028235e38f, 1e-40f, 1.401298e-45f, 65504.f, 65520.f, 65519.f, 5.96e-8f, 2.98e-8f})
+    v.push_back(f), v.push_back(-f);
+  return v;
+}
+
+TEST(DTypeTest, Fp32ToBf16RoundsLikeNeighboursAndEigen) {
+  for (float f : rounding_samples()) {
+    if (std::isnan(f)) {
+      ASSERT_TRUE(is_nan_bits(DType::kBF16, bf16_from_f32(f)));
+      continue;
+    }
+    const uint16_t ours = bf16_from_f32(f);
+    ASSERT_EQ(ours, bf16_by_neighbours(f)) << f;
+    ASSERT_EQ(ours, Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(f))) << f;
+  }
+}
+
+TEST(DTypeTest, Fp32ToFp16RoundsLikeEigen) {
+  for (float f : rounding_samples()) {
+    if (std::isnan(f)) continue;
+    const uint16_t ours = fp16_from_f32(f);
+    ASSERT_EQ(ours, Eigen::numext::bit_cast<uint16_t>(Eigen::half(f))) << f;
+  }
+}
+
+TEST(DTypeTest, RoundsTiesToEvenAndOverflowsToInf) {
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f808000)), 0x3f80);  // tie, even below
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x3f818000)), 0x3f82);  // tie, even above
+  EXPECT_EQ(bf16_from_f32(f32_from_bits(0x7f7fffff)), 0x7f80);  // FLT_MAX rounds to +Inf
+  EXPECT_EQ(bf16_from_f32(-0.0f), 0x8000);
+  EXPECT_EQ(fp16_from_f32(65520.0f), 0x7c00);  // halfway above fp16 max: ties to even = Inf
+  EXPECT_EQ(fp16_from_f32(65519.0f), 0x7bff);
+  EXPECT_EQ(from_double(DType::kFP32, 0x1p-150), 0u);      // tie below the smallest subnormal: even (0)
+  EXPECT_EQ(from_double(DType::kFP32, 0x1.8p-149), 2u);    // tie between 1 and 2 subnormal ulps: even
+}
+
+TEST(DTypeTest, UlpDistanceCountsRepresentableSteps) {
+  EXPECT_EQ(ulp_distance(DType::kBF16, 0x3f80, 0x3f81), 1u);
+  EXPECT_EQ(ulp_distance(DType::kBF16, 0x0000, 0x8000), 0u);        // +0 and -0
+  EXPECT_EQ(ulp_distance(DType::kBF16, 0x0001, 0x8001), 2u);        // across zero
+  EXPECT_EQ(ulp_distance(DType::kBF16, 0x7f7f, 0x7f80), 1u);        // max finite to Inf
+  EXPECT_FALSE(ulp_distance(DType::kBF16, 0x7fc0, 0x3f80).has_value());
+  EXPECT_EQ(ulp_distance(DType::kFP64, f64_bits(1.0), f64_bits(-1.0)), 2 * 0x3ff0000000000000ull);
+}
+
+TEST(DTypeTest, Fp8FormatsDecodeTheirExtremes) {
+  EXPECT_EQ(to_double(DType::kFP8E4M3, 0x7e), 448.0);
+  EXPECT_TRUE(is_nan_bits(DType::kFP8E4M3, 0x7f));
+  EXPECT_EQ(from_double(DType::kFP8E4M3, 1e6), 0x7fu);  // e4m3fn has no Inf: overflow is NaN
+  EXPECT_EQ(to_double(DType::kFP8E5M2, 0x7b), 57344.0);
+  EXPECT_TRUE(is_inf_bits(DType::kFP8E5M2, 0x7c));
+}
+
+}  // namespace
+}  // namespace bitparity

@@ -1,0 +1,165 @@
+#include "core/gen.h"
+
+#include <cmath>
+#include <limits>
+
+#include <rapidcheck.h>
+
+namespace bitparity::gen {
+namespace {
+
+constexpr int64_t kLargeRowsMax = 300;
+constexpr int kModerateMinExp = -6, kModerateMaxExp = 6;
+
+uint64_t sign_bit(DType dtype) { return uint64_t{1} << (dtype_size(dtype) * 8 - 1); }
+
+rc::Gen<uint64_t> with_random_sign(DType dtype, rc::Gen<uint64_t> magnitude) {
+  return rc::gen::map(rc::gen::pair(magnitude, rc::gen::arbitrary<bool>()), [dtype](const std::pair<uint64_t, bool>& p) {
+    return p.second ? p.first | sign_bit(dtype) : p.first;
+  });
+}
+
+rc::Gen<uint64_t> moderate(DType dtype) {
+  // A uniformly random double mantissa and exponent, rounded into the dtype.
+  return with_random_sign(dtype, rc::gen::map(rc::gen::pair(rc::gen::inRange(kModerateMinExp, kModerateMaxExp + 1),
+                                                            rc::gen::inRange<uint32_t>(0, 1u << 24)),
+                                              [dtype](const std::pair<int, uint32_t>& p) {
+                                                const double m = 1.0 + p.second / double(1u << 24);
+                                                return from_double(dtype, std::ldexp(m, p.first));
+                                              }));
+}
+
+rc::Gen<uint64_t> small_int(DType dtype) {
+  return rc::gen::map(rc::gen::inRange(-8, 9), [dtype](int v) { return from_double(dtype, v); });
+}
+
+rc::Gen<uint64_t> special(DType dtype) {
+  const double max = to_double(dtype, from_double(dtype, std::numeric_limits<double>::max()) - 1);
+  return rc::gen::element<uint64_t>(
+      uint64_t{0}, sign_bit(dtype), from_double(dtype, std::numeric_limits<double>::quiet_NaN()),
+      from_double(dtype, -std::numeric_limits<double>::quiet_NaN()), from_double(dtype, INFINITY),
+      from_double(dtype, -INFINITY), from_double(dtype, max), from_double(dtype, -max),
+      from_double(dtype, 1.0), from_double(dtype, -1.0));
+}
+
+rc::Gen<uint64_t> subnormal(DType dtype) {
+  const int man_bits = dtype == DType::kBF16 ? 7 : dtype == DType::kFP16 ? 10 : dtype == DType::kFP32 ? 23 : 52;
+  return with_random_sign(dtype, rc::gen::inRange<uint64_t>(1, uint64_t{1} << man_bits));
+}
+
+rc::Gen<uint64_t> tie(DType dtype) {
+  if (dtype != DType::kFP32) return moderate(dtype);
+  // High half from a moderate bf16, low half exactly 0x8000: halfway between two bf16 values.
+  return rc::gen::map(moderate(DType::kBF16), [](uint64_t hi) { return (hi << 16) | 0x8000u; });
+}
+
+rc::Gen<uint64_t> raw(DType dtype) {
+  const int bits = dtype_size(dtype) * 8;
+  if (bits == 64) return rc::gen::arbitrary<uint64_t>();
+  return rc::gen::inRange<uint64_t>(0, uint64_t{1} << bits);
+}
+
+}  // namespace
+
+rc::Gen<uint64_t> element_bits(DType dtype, ValueClass value_class) {
+  switch (value_class) {
+    case ValueClass::kModerate: return moderate(dtype);
+    case ValueClass::kSmallInt: return small_int(dtype);
+    case ValueClass::kSpecial: return special(dtype);
+    case ValueClass::kSubnormal: return subnormal(dtype);
+    case ValueClass::kTie: return tie(dtype);
+    case ValueClass::kRaw: return raw(dtype);
+  }
+  return raw(dtype);
+}
+
+rc::Gen<ValueFamily> value_family() {
+  return rc::gen::weightedElement<ValueFamily>(
+      {{5, ValueFamily::kMixed}, {3, ValueFamily::kModerate}, {1, ValueFamily::kSmallInt}, {1, ValueFamily::kRaw}});
+}
+
+rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family) {
+  const int64_t numel = shape_numel(shape);
+  rc::Gen<uint64_t> element = [&]() -> rc::Gen<uint64_t> {
+    switch (family) {
+      case ValueFamily::kModerate: return moderate(dtype);
+      case ValueFamily::kSmallInt: return small_int(dtype);
+      case ValueFamily::kRaw: return raw(dtype);
+      case ValueFamily::kMixed: break;
+    }
+    return rc::gen::weightedOneOf<uint64_t>({{40, moderate(dtype)},
+                                             {4, small_int(dtype)},
+                                             {3, special(dtype)},
+                                             {2, subnormal(dtype)},
+                                             {2, tie(dtype)},
+                                             {1, raw(dtype)}});
+  }();
+  return rc::gen::map(rc::gen::container<std::vector<uint64_t>>(static_cast<size_t>(numel), element),
+                      [dtype, shape](const std::vector<uint64_t>& bits) {
+                        Tensor t(dtype, shape);
+                        for (size_t i = 0; i < bits.size(); ++i) t.set_bits(static_cast<int64_t>(i), bits[i]);
+                        return t;
+                      });
+}
+
+rc::Gen<int64_t> rows() {
+  return rc::gen::weightedOneOf<int64_t>({{1, rc::gen::just<int64_t>(0)},
+                                          {6, rc::gen::inRange<int64_t>(1, 17)},
+                                          {2, rc::gen::just<int64_t>(17)},
+                                          {2, rc::gen::just<int64_t>(32)},
+                                          {1, rc::gen::inRange<int64_t>(33, kLargeRowsMax + 1)}});
+}
+
+std::string rows_class(int64_t rows) {
+  if (rows == 0) return "rows=0";
+  if (rows <= 16) return "rows=1..16";
+  if (rows == 17) return "rows=17";
+  if (rows == 32) return "rows=32";
+  return "rows=large";
+}
+
+rc::Gen<std::optional<double>> clamp() {
+  using C = std::optional<double>;
+  return rc::gen::weightedOneOf<C>({
+      {4, rc::gen::just<C>(std::nullopt)},
+      {1, rc::gen::just<C>(0.0)},
+      {1, rc::gen::just<C>(-0.0)},
+      {1, rc::gen::map(rc::gen::inRange(1, 64), [](int v) { return C(-v / 8.0); })},
+      {1, rc::gen::element<C>(1e-300, 1e-40, 1e-45, 0x1p-149)},
+      {4, rc::gen::map(rc::gen::inRange(1, 96), [](int v) { return C(v / 8.0); })},
+      {1, rc::gen::just<C>(std::numeric_limits<double>::infinity())},
+      {1, rc::gen::just<C>(std::numeric_limits<double>::quiet_NaN())},
+  });
+}
+
+std::string clamp_class(std::optional<double> clamp) {
+  if (!clamp) return "clamp=none";
+  const double c = *clamp;
+  if (std::isnan(c)) return "clamp=nan";
+  if (std::isinf(c)) return c > 0 ? "clamp=+inf" : "clamp=-inf";
+  if (c == 0) return std::signbit(c) ? "clamp=-0" : "clamp=0";
+  if (c < 0) return "clamp=negative";
+  if (c < std::numeric_limits<float>::min()) return "clamp=tiny";
+  return "clamp=normal";
+}
+
+std::vector<std::string> value_tags(const Tensor& t) {
+  bool nan = false, inf = false, neg_zero = false, sub = false, tie = false;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const uint64_t b = t.bits(i);
+    nan = nan || is_nan_bits(t.dtype(), b);
+    inf = inf || is_inf_bits(t.dtype(), b);
+    neg_zero = neg_zero || (is_floating(t.dtype()) && b == sign_bit(t.dtype()));
+    sub = sub || is_subnormal_bits(t.dtype(), b);
+    tie = tie || (t.dtype() == DType::kFP32 && (b & 0xffffu) == 0x8000u);
+  }
+  std::vector<std::string> tags;
+  if (nan) tags.push_back("nan");
+  if (inf) tags.push_back("inf");
+  if (neg_zero) tags.push_back("-0");
+  if (sub) tags.push_back("subnormal");
+  if (tie) tags.push_back("bf16_tie");
+  return tags;
+}
+
+}  // namespace bitparity::gen

@@ -1,0 +1,48 @@
+// RapidCheck generators shared by every op's case generator: value classes of floating-point
+// elements, tensors built from them, and the edge classes of shapes and clamp attributes. Each
+// op's generator (in its reference file) composes these; harnesses only call OpInfo::generate.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <rapidcheck/Gen.h>
+
+#include "core/tensor.h"
+
+namespace bitparity::gen {
+
+// The bit pattern of one element, drawn from a class. Patterns shrink toward +0.
+enum class ValueClass {
+  kModerate,   // finite, |x| in [2^-6, 2^6], random sign: the common case
+  kSmallInt,   // integers in [-8, 8]: every product and partial sum exact, so any order agrees
+  kSpecial,    // NaN, +-Inf, +-0, largest finite, smallest normal
+  kSubnormal,  // subnormal patterns of the dtype
+  kTie,        // fp32 values exactly halfway between two bf16 values (bf16 rounding ties)
+  kRaw,        // any bit pattern
+};
+
+rc::Gen<uint64_t> element_bits(DType dtype, ValueClass value_class);
+
+// How a tensor's elements are drawn: "mixed" draws each element from a weighted mix of every
+// class, the other families keep a whole tensor in one class.
+enum class ValueFamily { kMixed, kModerate, kSmallInt, kRaw };
+rc::Gen<ValueFamily> value_family();
+
+rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family);
+
+// Row counts by class: 0, 1..16, 17, 32, large (up to 300).
+rc::Gen<int64_t> rows();
+std::string rows_class(int64_t rows);
+
+// A clamp attribute by class: absent, 0, -0.0, negative, tiny (positive but below fp32's
+// smallest subnormal, or subnormal), normal, +Inf, NaN.
+rc::Gen<std::optional<double>> clamp();
+std::string clamp_class(std::optional<double> clamp);
+
+// Tags of the special values present in a tensor: "nan", "inf", "-0", "subnormal", "bf16_tie".
+std::vector<std::string> value_tags(const Tensor& tensor);
+
+}  // namespace bitparity::gen

@@ -1,0 +1,88 @@
+#include "reference/swiglu_common.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "reference/numerics.h"
+
+namespace bitparity::ref::swiglu {
+
+Split split_y(const std::string& op, const Tensor& y) {
+  if (y.rank() != 2 || y.dim(1) % 2 != 0)
+    throw RejectError("shape", op + ": y must have shape [rows, 2 * F]; got " + shape_string(y.shape()));
+  return {y.dim(0), y.dim(1) / 2};
+}
+
+std::optional<double> active_clamp(const Case& c, ClampGate gate) {
+  const std::optional<double> value = c.float_attr("clamp");
+  if (!value) return std::nullopt;
+  if (gate == ClampGate::kPositive && !(*value > 0)) return std::nullopt;  // NaN > 0 is false too
+  return value;
+}
+
+DType promote(DType a, DType b) { return a == b ? a : DType::kFP32; }
+
+namespace {
+
+// y.to(fp32).chunk(); y_1.clamp(max=c); y_2.clamp(min=-c, max=c). A NaN limit in the min-max
+// clamp fills the result with NaN (TensorCompare.cpp); in the max-only clamp it changes nothing.
+struct Clamped {
+  float a, b;
+};
+Clamped clamp_halves(float a, float b, double clamp) {
+  const float hi = static_cast<float>(clamp);
+  const float lo = static_cast<float>(-clamp);
+  if (std::isnan(clamp)) return {clamp_max_f32(a, hi), std::nanf("")};
+  return {clamp_max_f32(a, hi), clamp_min_max_f32(b, lo, hi)};
+}
+
+}  // namespace
+
+float megatron_swiglu(DType act, float a, float b, std::optional<double> clamp) {
+  if (!clamp) return round_to(act, round_to(act, silu_f32(a)) * b);  // F.silu(y_1) * y_2
+  const Clamped c = clamp_halves(a, b, *clamp);
+  return round_to(act, silu_f32(c.a) * c.b);  // fp32 throughout, res.to(dtype)
+}
+
+Grad2 megatron_swiglu_back(DType act, DType chain, float g, float a, float b, std::optional<double> clamp) {
+  if (!clamp) {
+    // swiglu_back_eager: g * sigmoid(y_1) * (1 + y_1 * (1 - sigmoid(y_1))) * y_2, g * silu(y_1);
+    // sigmoid and the bracket are ops on act tensors, the products promote to `chain`.
+    const float s = round_to(act, sigmoid_f32(a));
+    const float t4 = round_to(act, 1.0f + round_to(act, a * round_to(act, 1.0f - s)));
+    const float da = round_to(chain, round_to(chain, round_to(chain, g * s) * t4) * b);
+    const float db = round_to(chain, g * round_to(act, silu_f32(a)));
+    return {round_to(act, da), round_to(act, db)};
+  }
+  // clamped_swiglu_back: all in fp32 after y.to(fp32), masks 0/1, one rounding at the end.
+  const Clamped c = clamp_halves(a, b, *clamp);
+  const float hi = static_cast<float>(*clamp);
+  const float lo = static_cast<float>(-*clamp);
+  const float mask_a = a <= hi ? 1.0f : 0.0f;
+  const float mask_b = (b >= lo && b <= hi) ? 1.0f : 0.0f;
+  const float s = sigmoid_f32(c.a);
+  const float da = (((g * s) * (1.0f + c.a * (1.0f - s))) * c.b) * mask_a;
+  const float db = (g * silu_f32(c.a)) * mask_b;
+  return {round_to(act, da), round_to(act, db)};
+}
+
+namespace {
+// CUDA fminf/fmaxf: a NaN operand yields the other operand.
+float cuda_fminf(float x, float y) {
+  if (std::isnan(x)) return y;
+  if (std::isnan(y)) return x;
+  if (x == 0 && y == 0) return std::signbit(x) ? x : y;
+  return x < y ? x : y;
+}
+float cuda_fmaxf(float x, float y) {
+  if (std::isnan(x)) return y;
+  if (std::isnan(y)) return x;
+  if (x == 0 && y == 0) return std::signbit(x) ? y : x;
+  return x > y ? x : y;
+}
+}  // namespace
+
+float paddle_gate(float g, const PaddleClamp& c) { return c.on ? cuda_fminf(g, c.cv) : g; }
+float paddle_value(float v, const PaddleClamp& c) { return c.on ? cuda_fmaxf(cuda_fminf(v, c.cv), -c.cv) : v; }
+
+}  // namespace bitparity::ref::swiglu
