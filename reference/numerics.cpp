@@ -26,6 +26,10 @@ int64_t pow2_floor_capped(int64_t n) {
 
 float device_expf(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
 
+float device_log1pf(float x) { return static_cast<float>(std::log1p(static_cast<double>(x))); }
+
+float softplus_f32(float x) { return x > kSoftplusThreshold ? x : device_log1pf(device_expf(x)); }
+
 float sigmoid_f32(float x) { return 1.0f / (1.0f + device_expf(-x)); }
 
 float silu_f32(float x) { return x / (1.0f + device_expf(-x)); }

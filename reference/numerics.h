@@ -13,10 +13,15 @@ namespace bitparity::ref {
 // expf as the CUDA kernels compute it. Until the libdevice model lands this is the correctly
 // rounded exp (fp64 exp rounded once to fp32), which rule 3 shows reproduces every bf16 output.
 float device_expf(float x);
+float device_log1pf(float x);
+
+// Softplus threshold of ATen's default (beta = 1, threshold = 20): above it softplus(x) = x.
+inline constexpr float kSoftplusThreshold = 20.0f;
 
 // Rule 2, fp32 formulas, each operation rounded once to fp32.
 float sigmoid_f32(float x);  // 1 / (1 + expf(-x))
 float silu_f32(float x);     // x / (1 + expf(-x)), a division, not x * sigmoid(x)
+float softplus_f32(float x); // x > 20 ? x : log1pf(expf(x))
 
 // ATen's clamp kernels with Python scalar limits (TensorCompare.cu, opmath = fp32). The limit is
 // a double converted once to fp32; NaN inputs propagate.
