@@ -34,16 +34,26 @@ float sigmoid_f32(float x) { return 1.0f / (1.0f + device_expf(-x)); }
 
 float silu_f32(float x) { return x / (1.0f + device_expf(-x)); }
 
-float clamp_max_f32(float v, float hi) {
-  if (std::isnan(v)) return v;
-  if (v == hi) return v;
-  return v > hi ? hi : v;
+
+float cuda_fminf(float x, float y) {
+  if (std::isnan(x)) return y;
+  if (std::isnan(y)) return x;
+  if (x == 0 && y == 0) return std::signbit(x) ? x : y;
+  return x < y ? x : y;
 }
+
+float cuda_fmaxf(float x, float y) {
+  if (std::isnan(x)) return y;
+  if (std::isnan(y)) return x;
+  if (x == 0 && y == 0) return std::signbit(x) ? y : x;
+  return x > y ? x : y;
+}
+
+float clamp_max_f32(float v, float hi) { return std::isnan(v) ? v : cuda_fminf(v, hi); }
 
 float clamp_min_max_f32(float v, float lo, float hi) {
   if (std::isnan(v)) return v;
-  const float r = v < lo ? lo : v;
-  return hi < r ? hi : r;
+  return cuda_fminf(cuda_fmaxf(v, lo), hi);
 }
 
 float torch_row_sum(std::span<const float> row, int64_t rows) {

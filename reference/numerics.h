@@ -23,10 +23,18 @@ float sigmoid_f32(float x);  // 1 / (1 + expf(-x))
 float silu_f32(float x);     // x / (1 + expf(-x)), a division, not x * sigmoid(x)
 float softplus_f32(float x); // x > 20 ? x : log1pf(expf(x))
 
+// CUDA's fminf/fmaxf (PTX min.f32/max.f32): a NaN operand yields the other operand, and of two
+// zeros min gives -0 and max gives +0.
+float cuda_fminf(float x, float y);
+float cuda_fmaxf(float x, float y);
+
 // ATen's clamp kernels with Python scalar limits (TensorCompare.cu, opmath = fp32). The limit is
 // a double converted once to fp32; NaN inputs propagate.
-float clamp_max_f32(float v, float hi);                // x.clamp(max=hi)
-float clamp_min_max_f32(float v, float lo, float hi);  // x.clamp(min=lo, max=hi); lo > hi gives hi
+// x.clamp(max=hi) = min(v, hi) and x.clamp(min=lo, max=hi) = min(max(v, lo), hi) with CUDA's
+// min/max; lo > hi gives hi. Eager PyTorch 2.11 on an H200 returns clamp(+0, max=-0.0) = -0 and
+// clamp(v < 0, min=+0.0, max=-0.0) = -0, which only these forms reproduce (peers/torch).
+float clamp_max_f32(float v, float hi);
+float clamp_min_max_f32(float v, float lo, float hi);
 
 // Rule 7, last-dim reduce of one contiguous fp32 row of width `width` inside a tensor of `rows`
 // rows: the lane model with four position accumulators and the halving tree. The row count is

@@ -66,21 +66,6 @@ Grad2 megatron_swiglu_back(DType act, DType chain, float g, float a, float b, st
   return {round_to(act, da), round_to(act, db)};
 }
 
-namespace {
-// CUDA fminf/fmaxf: a NaN operand yields the other operand.
-float cuda_fminf(float x, float y) {
-  if (std::isnan(x)) return y;
-  if (std::isnan(y)) return x;
-  if (x == 0 && y == 0) return std::signbit(x) ? x : y;
-  return x < y ? x : y;
-}
-float cuda_fmaxf(float x, float y) {
-  if (std::isnan(x)) return y;
-  if (std::isnan(y)) return x;
-  if (x == 0 && y == 0) return std::signbit(x) ? y : x;
-  return x > y ? x : y;
-}
-}  // namespace
 
 float paddle_gate(float g, const PaddleClamp& c) { return c.on ? cuda_fminf(g, c.cv) : g; }
 float paddle_value(float v, const PaddleClamp& c) { return c.on ? cuda_fmaxf(cuda_fminf(v, c.cv), -c.cv) : v; }
