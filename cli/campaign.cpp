@@ -1,0 +1,345 @@
+#include "cli/campaign.h"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <ostream>
+#include <set>
+#include <stdexcept>
+
+#include <rapidcheck/Random.h>
+
+#include "core/error.h"
+#include "corpus/entry.h"
+
+namespace bitparity::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using corpus::BackendPair;
+using corpus::DiffResult;
+using corpus::Outcome;
+
+constexpr std::string_view kReferenceKind = "ref";
+constexpr std::string_view kGenerationFailed = "generation_failed";
+constexpr std::string_view kBackendError = "backend_error";
+constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;  // splitmix64's increment
+
+// splitmix64's finalizer: a bijection that spreads nearby inputs (seed, seed+1) far apart.
+uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+struct Target {
+  const OpInfo* op = nullptr;
+  Direction direction = Direction::kForward;
+  std::vector<BackendPair> pairs;
+};
+
+std::string kind_of(const std::string& backend) { return split_backend_name(backend).first; }
+
+void require_available(const Registry& registry, const std::string& backend) {
+  const std::string kind = kind_of(backend);
+  const BackendKind* info = registry.backend(kind);
+  if (!info) throw std::runtime_error("unknown backend kind '" + kind + "' in " + backend + " (see `bitparity list`)");
+  if (info->unavailable_reason)
+    if (std::optional<std::string> why = info->unavailable_reason())
+      throw std::runtime_error(backend + " cannot run here: " + *why);
+}
+
+std::vector<const OpInfo*> selected_ops(const Registry& registry, const std::vector<std::string>& names) {
+  std::vector<const OpInfo*> ops;
+  if (names.empty()) {
+    for (const OpInfo& op : registry.ops()) ops.push_back(&op);
+    return ops;
+  }
+  for (const std::string& name : names) {
+    const OpInfo* op = registry.op(name);
+    if (!op) throw std::runtime_error("unknown op '" + name + "' in --ops (see `bitparity list`)");
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+std::vector<Target> make_targets(const Registry& registry, const CampaignOptions& options) {
+  for (const BackendPair& pair : options.pairs) require_available(registry, pair.a), require_available(registry, pair.b);
+  std::vector<Target> targets;
+  std::set<std::string> used_pairs;
+  for (const OpInfo* op : selected_ops(registry, options.ops)) {
+    const std::vector<BackendPair> pairs = pairs_for(registry, *op, options.pairs);
+    if (pairs.empty()) continue;
+    for (const BackendPair& p : pairs) used_pairs.insert(p.name());
+    for (const auto& [direction, specs] : op->inputs)
+      if (op->generate) targets.push_back({op, direction, pairs});
+  }
+  for (const BackendPair& pair : options.pairs)
+    if (!used_pairs.count(pair.name()))
+      throw std::runtime_error("--pair " + pair.a + "," + pair.b + " applies to no selected op: no op has both "
+                               "implementations (see `bitparity list`)");
+  if (targets.empty()) throw std::runtime_error("nothing to run: no selected op has two implementations to compare");
+  return targets;
+}
+
+void fill_run_info(reports::RunInfo& run, const CampaignOptions& options, const std::vector<Target>& targets) {
+  run.seed = options.seed;
+  run.budget_seconds = options.budget_seconds;
+  run.max_cases = options.max_cases;
+  run.shards = {options.shard.name()};
+  run.commit = options.commit;
+  run.device = options.device;
+  run.tool_version = options.tool_version;
+  run.date = utc_now();
+  std::set<std::string> backends, pairs, ops;
+  for (const Target& t : targets) {
+    for (const BackendPair& p : t.pairs) backends.insert(p.a), backends.insert(p.b), pairs.insert(p.name());
+    if (!ops.insert(t.op->name).second) continue;
+    for (const ContractInfo& c : t.op->contracts) run.contracts.push_back({t.op->name, c.name, c.derived_from});
+  }
+  run.backends.assign(backends.begin(), backends.end());
+  run.pairs.assign(pairs.begin(), pairs.end());
+}
+
+// What one backend did with the current case: a SideResult, or an error that is not a
+// RejectError (a backend bug), which skips every pair that involves it.
+struct SideOrError {
+  corpus::SideResult side;
+  std::optional<std::string> error;
+};
+
+class Campaign {
+ public:
+  Campaign(const Registry& registry, const CampaignOptions& options)
+      : registry_(registry), options_(options), targets_(make_targets(registry, options)),
+        shard_seed_(shard_seed(options.seed, options.shard)) {
+    if (!options.corpus_dir.empty()) known_ = corpus::load_signatures(options.corpus_dir);
+    fill_run_info(report_.run, options, targets_);
+  }
+
+  reports::Report run() {
+    start_ = last_progress_ = Clock::now();
+    for (int64_t local = 0;; ++local) {
+      const int64_t global = local * options_.shard.count + options_.shard.index;
+      if (interrupted() || elapsed() >= options_.budget_seconds || (options_.max_cases && global >= *options_.max_cases))
+        break;
+      run_case(local, global);
+      report_progress(false);
+    }
+    report_.run.elapsed_seconds = elapsed();
+    report_.run.interrupted = interrupted();
+    report_progress(true);
+    return report_;
+  }
+
+ private:
+  bool interrupted() const { return options_.stop && options_.stop->load(); }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+  void run_case(int64_t local, int64_t global) {
+    const Target& target = targets_[static_cast<size_t>(local) % targets_.size()];
+    const int size = static_cast<int>((local / static_cast<int64_t>(targets_.size())) % (kMaxGenSize + 1));
+    ++cases_;
+    std::optional<Case> c;
+    try {
+      c = target.op->generate(target.direction)(rc::Random(case_seed(shard_seed_, local)), size).value();
+    } catch (const std::exception& e) {
+      warn_once("generator of " + target.op->name, e.what());
+    }
+    std::map<std::string, SideOrError> sides;
+    for (const BackendPair& pair : target.pairs) {
+      reports::PairCounts& counts = counts_for(target, pair);
+      ++counts.cases;
+      if (!c) {
+        ++counts.skips[std::string(kGenerationFailed)];
+        continue;
+      }
+      const SideOrError& a = side(sides, pair.a, *c);
+      const SideOrError& b = side(sides, pair.b, *c);
+      if (a.error || b.error) {
+        ++counts.skips[std::string(kBackendError)];
+        continue;
+      }
+      const DiffResult r = corpus::classify(*c, pair, a.side, b.side, compare_options());
+      if (r.outcome == Outcome::kAgree) ++counts.agreements;
+      if (r.outcome == Outcome::kSkip) ++counts.skips[r.kind];
+      if (r.outcome == Outcome::kFinding) handle_finding(target, pair, *c, r, global);
+    }
+  }
+
+  CompareOptions compare_options() const { return CompareOptions{options_.strict_nan}; }
+
+  reports::PairCounts& counts_for(const Target& target, const BackendPair& pair) {
+    return reports::counts_for(report_, target.op->name, std::string(direction_name(target.direction)), pair.a, pair.b);
+  }
+
+  // Each backend runs a case once, however many pairs it is in.
+  const SideOrError& side(std::map<std::string, SideOrError>& sides, const std::string& backend, const Case& c) {
+    auto it = sides.find(backend);
+    if (it != sides.end()) return it->second;
+    SideOrError result;
+    try {
+      result.side = corpus::run_side(registry_, backend, c);
+    } catch (const std::exception& e) {
+      result.error = e.what();
+      warn_once(backend, e.what());
+    }
+    return sides.emplace(backend, std::move(result)).first->second;
+  }
+
+  void warn_once(const std::string& who, const std::string& what) {
+    if (!warned_.insert(who).second || !options_.progress) return;
+    *options_.progress << "warning: " << who << " failed (counted as skipped; later failures are not shown): " << what
+                       << "\n";
+  }
+
+  void handle_finding(const Target& target, const BackendPair& pair, const Case& c, const DiffResult& r,
+                      int64_t global) {
+    reports::PairCounts& counts = counts_for(target, pair);
+    ++counts.mismatches[r.kind];
+    const OpInfo& op = *target.op;
+    if (++raw_shrinks_[corpus::finding_signature(op, c, pair, r)] > kShrinksPerRawSignature) {
+      ++counts.known_findings;
+      return;
+    }
+    auto [smallest, result] = shrink(op, pair, c, r);
+    const std::string signature = corpus::finding_signature(op, smallest, pair, result);
+    if (!known_.insert(signature).second) {
+      ++counts.known_findings;
+      return;
+    }
+    write_finding(target, pair, smallest, result, signature, global);
+    ++counts.new_findings[result.kind];
+  }
+
+  // Shrinks while the kind and output still show for this pair; returns the case and its result.
+  std::pair<Case, DiffResult> shrink(const OpInfo& op, const BackendPair& pair, const Case& c, const DiffResult& r) {
+    const fuzz::StillFails still_fails = [&](const Case& candidate) {
+      const DiffResult d = corpus::diff_case(registry_, candidate, pair, compare_options());
+      return d.outcome == Outcome::kFinding && d.kind == r.kind && d.output == r.output;
+    };
+    const fuzz::ShrinkOptions shrink_options{options_.max_shrink_calls, [this] { return interrupted(); }};
+    Case smallest = fuzz::shrink_case(op, c, still_fails, shrink_options).smallest;
+    DiffResult result = corpus::diff_case(registry_, smallest, pair, compare_options());
+    // A backend that does not reproduce its own result (nondeterminism) keeps the original case.
+    if (result.outcome != Outcome::kFinding || result.kind != r.kind || result.output != r.output)
+      return {c, r};
+    return {std::move(smallest), std::move(result)};
+  }
+
+  void write_finding(const Target& target, const BackendPair& pair, const Case& c, const DiffResult& r,
+                     const std::string& signature, int64_t global) {
+    const corpus::Provenance provenance{options_.seed,  global,          options_.shard.name(), options_.commit,
+                                        options_.device, options_.tool_version, utc_now()};
+    const std::string pins = corpus::default_pin(pair, options_.same_contract_pin);
+    const nlohmann::json entry =
+        corpus::make_entry(*target.op, c, pair, r, signature, pins, provenance, options_.strict_nan);
+    reports::FindingRecord record;
+    if (!options_.corpus_dir.empty()) record.file = corpus::write_entry(options_.corpus_dir, c, entry).string();
+    record.signature = signature;
+    record.op = target.op->name;
+    record.direction = std::string(direction_name(target.direction));
+    record.a = pair.a, record.b = pair.b;
+    record.kind = r.kind, record.output = r.output;
+    record.pins = pins;
+    record.message = r.message;
+    record.first = entry["finding"]["first"];
+    report_.findings.push_back(std::move(record));
+  }
+
+  void report_progress(bool final) {
+    if (!options_.progress) return;
+    const Clock::time_point now = Clock::now();
+    if (!final && std::chrono::duration<double>(now - last_progress_).count() < kProgressIntervalSeconds) return;
+    last_progress_ = now;
+    const double seconds = elapsed();
+    char line[256];
+    std::snprintf(line, sizeof line, "campaign %s: %.1fs / %.0fs, %lld cases (%.0f/s), %zu new findings%s\n",
+                  options_.shard.name().c_str(), seconds, options_.budget_seconds, static_cast<long long>(cases_),
+                  seconds > 0 ? static_cast<double>(cases_) / seconds : 0.0, report_.findings.size(),
+                  final && interrupted() ? " (interrupted)" : final ? " (done)" : "");
+    *options_.progress << line << std::flush;
+  }
+
+  const Registry& registry_;
+  const CampaignOptions& options_;
+  std::vector<Target> targets_;
+  uint64_t shard_seed_;
+  std::set<std::string> known_;               // signatures in the corpus and found so far
+  std::map<std::string, int> raw_shrinks_;    // unshrunk signature -> times shrunk
+  std::set<std::string> warned_;
+  reports::Report report_;
+  Clock::time_point start_, last_progress_;
+  int64_t cases_ = 0;
+};
+
+}  // namespace
+
+Shard parse_shard(const std::string& text) {
+  const std::string usage = "expected i/n with 0 <= i < n, such as 0/4; got '" + text + "'";
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos) throw ParseError("--shard", usage);
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 9 || !std::all_of(part.begin(), part.end(), ::isdigit))
+      throw ParseError("--shard", usage);
+    return std::stoll(part);
+  };
+  const Shard shard{number(text.substr(0, slash)), number(text.substr(slash + 1))};
+  if (shard.count < 1 || shard.index >= shard.count) throw ParseError("--shard", usage);
+  return shard;
+}
+
+uint64_t shard_seed(uint64_t seed, const Shard& shard) {
+  if (shard.count == 1) return seed;  // an unsharded run is shard 0/1 with the seed as given
+  return mix(seed ^ mix(kGoldenGamma * static_cast<uint64_t>(shard.index + 1)));
+}
+
+uint64_t case_seed(uint64_t shard_seed, int64_t local_index) {
+  return mix(shard_seed + kGoldenGamma * static_cast<uint64_t>(local_index + 1));
+}
+
+std::vector<BackendPair> default_pairs(const Registry& registry, const OpInfo& op) {
+  const std::vector<std::string> impls = registry.impls_of(op.name);
+  std::vector<BackendPair> pairs;
+  for (const std::string& impl : impls) {
+    const auto [kind, contract] = split_backend_name(impl);
+    if (kind == kReferenceKind) continue;
+    const BackendKind* backend = registry.backend(kind);
+    if (backend->unavailable_reason && backend->unavailable_reason()) continue;
+    const std::string reference = std::string(kReferenceKind) + ":" + contract;
+    if (registry.impl(op.name, reference)) pairs.push_back({impl, reference});
+  }
+  if (!pairs.empty()) return pairs;
+  std::vector<std::string> refs;
+  for (const std::string& impl : impls)
+    if (kind_of(impl) == kReferenceKind) refs.push_back(impl);
+  for (size_t i = 0; i < refs.size(); ++i)
+    for (size_t j = i + 1; j < refs.size(); ++j) pairs.push_back({refs[i], refs[j]});
+  return pairs;
+}
+
+std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op, const std::vector<BackendPair>& requested) {
+  if (requested.empty()) return default_pairs(registry, op);
+  std::vector<BackendPair> pairs;
+  for (const BackendPair& p : requested)
+    if (registry.impl(op.name, p.a) && registry.impl(op.name, p.b)) pairs.push_back(p);
+  return pairs;
+}
+
+reports::Report run_campaign(const Registry& registry, const CampaignOptions& options) {
+  return Campaign(registry, options).run();
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+}  // namespace bitparity::cli

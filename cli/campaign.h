@@ -1,0 +1,73 @@
+// The campaign: random cases from every op's generator through backend pairs, for a time budget,
+// with minimized new findings written to a corpus and a summary report (design.md, "Campaigns").
+//
+// Reproducibility: case j of a shard is generated from rc::Random(case_seed(shard_seed(seed,
+// shard), j)) at size j / targets % 101 for target j % targets, so (seed, shard, case index) in
+// an entry's provenance names the exact case.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "corpus/differential.h"
+#include "fuzz/shrink.h"
+#include "reports/report.h"
+
+namespace bitparity::cli {
+
+// The generators' size parameter cycles through 0..kMaxGenSize.
+inline constexpr int kMaxGenSize = 100;
+// A raw (unshrunk) signature is shrunk at most this many times; later cases showing it count as
+// known. Shrinking costs up to max_shrink_calls runs of both sides, so a divergence that shows in
+// most cases must not turn the campaign into a shrinking loop.
+inline constexpr int kShrinksPerRawSignature = 3;
+inline constexpr double kProgressIntervalSeconds = 2.0;
+
+struct Shard {
+  int64_t index = 0, count = 1;
+  std::string name() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+// "i/n" with 0 <= i < n; ParseError naming --shard otherwise.
+Shard parse_shard(const std::string& text);
+// The seed of a shard: the campaign seed itself for 0/1, a mix of (seed, index) otherwise, so
+// shards draw different cases.
+uint64_t shard_seed(uint64_t seed, const Shard& shard);
+uint64_t case_seed(uint64_t shard_seed, int64_t local_index);
+
+struct CampaignOptions {
+  double budget_seconds = 60;
+  uint64_t seed = 0;
+  std::optional<int64_t> max_cases;       // bound on the global case index, over all shards
+  std::vector<corpus::BackendPair> pairs;  // empty: default_pairs per op
+  std::vector<std::string> ops;           // empty: every op
+  std::filesystem::path corpus_dir;       // empty: findings are reported, not written
+  Shard shard;
+  std::string same_contract_pin = "open";  // or "fixed", when the user asks
+  bool strict_nan = false;
+  int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;
+  const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: finish the case, then stop
+  std::ostream* progress = nullptr;         // one status line every kProgressIntervalSeconds
+  // Provenance of entries and reports.
+  std::string commit = "unknown", device, tool_version;
+};
+
+// Without --pair: cuda:C vs ref:C (every non-ref backend kind that is available here, every
+// contract both implement); when there is no such backend, every pair of ref contracts.
+std::vector<corpus::BackendPair> default_pairs(const Registry& registry, const OpInfo& op);
+// The requested pairs that apply to `op` (both sides implement it), or the defaults.
+std::vector<corpus::BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
+                                           const std::vector<corpus::BackendPair>& requested);
+
+// Throws std::runtime_error when nothing can run (unknown op, no pair applies, a pair's backend
+// is unavailable) and ParseError when the corpus holds a broken entry.
+reports::Report run_campaign(const Registry& registry, const CampaignOptions& options);
+
+// "2026-05-04T12:00:00Z"
+std::string utc_now();
+
+}  // namespace bitparity::cli

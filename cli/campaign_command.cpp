@@ -1,0 +1,128 @@
+// `bitparity campaign`: the nightly job (see campaign.h).
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include "cli/campaign.h"
+#include "cli/commands.h"
+#include "cli/util.h"
+
+namespace bitparity::cli {
+namespace {
+
+// Set by SIGINT/SIGTERM; the campaign finishes its case, writes its summary and returns.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler needs a lock-free flag");
+
+extern "C" void request_stop(int signal_number) {
+  g_stop.store(true);
+  // A second signal of the same kind ends the process the usual way.
+  std::signal(signal_number, SIG_DFL);
+}
+
+// Installs the stop handlers for the lifetime of the object.
+class StopOnSignals {
+ public:
+  StopOnSignals() {
+    g_stop.store(false);
+    previous_int_ = std::signal(SIGINT, request_stop);
+    previous_term_ = std::signal(SIGTERM, request_stop);
+  }
+  ~StopOnSignals() {
+    std::signal(SIGINT, previous_int_);
+    std::signal(SIGTERM, previous_term_);
+  }
+
+ private:
+  void (*previous_int_)(int) = SIG_DFL;
+  void (*previous_term_)(int) = SIG_DFL;
+};
+
+struct CampaignFlags {
+  double budget_seconds = 60;
+  uint64_t seed = 0;
+  std::vector<std::string> pairs;
+  std::vector<std::string> ops;
+  std::string corpus_dir, report_file, junit_file, shard = "0/1", same_contract_pin = "open";
+  int64_t max_cases = -1;
+  int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;
+  bool strict_nan = false, quiet = false;
+};
+
+CampaignOptions options_from(const Registry& registry, const CampaignFlags& flags) {
+  CampaignOptions o;
+  o.budget_seconds = flags.budget_seconds;
+  o.seed = flags.seed;
+  if (flags.max_cases >= 0) o.max_cases = flags.max_cases;
+  for (const std::string& p : flags.pairs) o.pairs.push_back(corpus::parse_pair(p, "--pair"));
+  o.ops = flags.ops;
+  o.corpus_dir = flags.corpus_dir;
+  o.shard = parse_shard(flags.shard);
+  o.same_contract_pin = flags.same_contract_pin;
+  o.strict_nan = flags.strict_nan;
+  o.max_shrink_calls = flags.max_shrink_calls;
+  o.stop = &g_stop;
+  o.progress = flags.quiet ? nullptr : &std::cerr;
+  o.commit = current_commit();
+  o.device = describe_device(registry);
+  o.tool_version = tool_version();
+  return o;
+}
+
+int campaign(const Registry& registry, const CampaignFlags& flags) {
+  const CampaignOptions options = options_from(registry, flags);
+  StopOnSignals stop_on_signals;
+  const reports::Report report = run_campaign(registry, options);
+  std::cout << reports::text_table(report);
+  for (const reports::FindingRecord& f : report.findings)
+    std::cout << "new " << f.pins << " finding: " << f.signature << "\n"
+              << (f.file.empty() ? "" : "  To reproduce: bitparity replay " + f.file + "\n");
+  if (!flags.report_file.empty()) write_output(flags.report_file, reports::report_to_json(report).dump(2) + "\n");
+  if (!flags.junit_file.empty()) write_output(flags.junit_file, reports::junit_xml(report));
+  if (report.run.interrupted) return kExitInterrupted;
+  for (const reports::FindingRecord& f : report.findings)
+    if (reports::is_failure(f)) return kExitDifferent;
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_campaign(CLI::App& root, const Registry& registry) {
+  auto f = std::make_shared<CampaignFlags>();
+  CLI::App* app = root.add_subcommand(
+      "campaign", "Generate random cases from every op's generator and run them through backend pairs for a time "
+                  "budget; shrink each new finding, write it to the corpus (named by content hash, deduplicated by "
+                  "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, "
+                  "else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
+                  "summary. Exit 0; 1 when a new same-contract finding (a bug) was written; 130 when interrupted "
+                  "(after writing the corpus and the summary).");
+  app->add_option("--budget-seconds", f->budget_seconds, "wall-clock budget in seconds")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  // CLI11 would wrap "-3" into a huge unsigned seed; a typo must be an error instead.
+  app->add_option("--seed", f->seed, "seed of the case stream")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app->add_option("--pair", f->pairs, "A,B backend pair; repeat for several (default: see above)");
+  app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
+  app->add_option("--corpus", f->corpus_dir, "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "
+                                             "already there are not written again");
+  app->add_option("--report", f->report_file, "write the bitparity-report/1 JSON summary here");
+  app->add_option("--junit", f->junit_file, "write JUnit XML here (one testcase per op x pair)");
+  app->add_option("--shard", f->shard, "run shard i of n (i/n): its own seed, every n-th case")->capture_default_str();
+  app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--max-shrink-calls", f->max_shrink_calls, "predicate calls per shrink")
+      ->check(CLI::PositiveNumber)->capture_default_str();
+  app->add_option("--same-contract-pin", f->same_contract_pin,
+                  "pin of new same-contract findings: open (reported) or fixed (replay fails until fixed)")
+      ->check(CLI::IsMember({"open", "fixed"}))->capture_default_str();
+  app->add_flag("--strict-nan", f->strict_nan, "compare NaN payloads and signs bit for bit");
+  app->add_flag("-q,--quiet", f->quiet, "no progress lines on stderr");
+  app->footer(
+      "Examples:\n"
+      "  bitparity campaign --budget-seconds 600 --seed 1 --corpus corpus --report report.json --junit junit.xml\n"
+      "  bitparity campaign --pair ref:megatron_eager,ref:paddle_fused --ops swiglu_scale --max-cases 10000\n"
+      "  bitparity campaign --shard 3/8 --seed 7 --corpus shard3/corpus --report shard3/report.json");
+  return {app, [&registry, f] { return campaign(registry, *f); }};
+}
+
+}  // namespace bitparity::cli

@@ -1,0 +1,199 @@
+// The campaign on the fake "toy" registry: pairs, shards, deduplication, corpus writing, stop.
+#include "cli/campaign.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "corpus/entry.h"
+#include "corpus/replay.h"
+#include "corpus/testing/fake_registry.h"
+
+namespace bitparity::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using corpus::BackendPair;
+
+constexpr int64_t kCases = 300;
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("bitparity_campaign_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+std::set<std::string> file_names(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const fs::path& p : corpus::find_json_files(dir)) names.insert(fs::relative(p, dir).string());
+  return names;
+}
+
+int64_t total_cases(const reports::Report& report) {
+  int64_t n = 0;
+  for (const reports::PairCounts& c : report.counts) n += c.cases;
+  return n;
+}
+
+class CampaignTest : public ::testing::Test {
+ protected:
+  void TearDown() override { testing::set_fake_gpu_available(true); }
+
+  CampaignOptions options(const fs::path& corpus_dir = {}) const {
+    CampaignOptions o;
+    o.budget_seconds = 600;  // bounded by max_cases, not by time
+    o.max_cases = kCases;
+    o.seed = 7;
+    o.pairs = {{"ref:exact", "ref:sloppy"}};
+    o.corpus_dir = corpus_dir;
+    return o;
+  }
+
+  Registry registry = testing::make_fake_registry();
+};
+
+TEST(Shard, ParsesAndRejects) {
+  const Shard s = parse_shard("3/8");
+  EXPECT_EQ(s.index, 3);
+  EXPECT_EQ(s.count, 8);
+  for (const char* bad : {"8/8", "0/0", "a/2", "1", "-1/2", "1/2/3", "", "1/ 2"})
+    EXPECT_THROW(parse_shard(bad), ParseError) << bad;
+}
+
+TEST(Shard, SeedsAreDerivedFromSeedAndIndex) {
+  EXPECT_EQ(shard_seed(7, {0, 1}), 7u);  // an unsharded run uses the seed as given
+  std::set<uint64_t> seeds;
+  for (int64_t i = 0; i < 8; ++i) seeds.insert(shard_seed(7, {i, 8}));
+  EXPECT_EQ(seeds.size(), 8u);
+  EXPECT_EQ(shard_seed(7, {3, 8}), shard_seed(7, {3, 8}));
+  EXPECT_NE(shard_seed(7, {3, 8}), shard_seed(8, {3, 8}));
+  EXPECT_NE(case_seed(1, 0), case_seed(1, 1));
+}
+
+TEST_F(CampaignTest, DefaultPairsPreferTheDeviceBackend) {
+  const OpInfo& toy = *registry.op("toy");
+  EXPECT_EQ(default_pairs(registry, toy), (std::vector<BackendPair>{{"fake_gpu:exact", "ref:exact"}}));
+  testing::set_fake_gpu_available(false);
+  EXPECT_EQ(default_pairs(registry, toy).size(), 6u);  // every pair of the four ref contracts
+  EXPECT_EQ(pairs_for(registry, toy, {{"ref:exact", "ref:nope"}}).size(), 0u);
+}
+
+TEST_F(CampaignTest, WritesOneShrunkEntryPerSignatureThatReplays) {
+  const fs::path dir = fresh_dir("entries");
+  const reports::Report report = run_campaign(registry, options(dir));
+  ASSERT_FALSE(report.findings.empty());
+  EXPECT_EQ(total_cases(report), kCases);
+  std::set<std::string> signatures;
+  for (const reports::FindingRecord& f : report.findings) {
+    EXPECT_TRUE(signatures.insert(f.signature).second) << "duplicate " << f.signature;
+    EXPECT_EQ(f.pins, "divergence");
+    const corpus::Entry entry = corpus::load_entry(f.file, registry);
+    EXPECT_EQ(entry.signature, f.signature);
+    EXPECT_EQ(corpus::replay_entry(registry, entry).status, corpus::ReplayStatus::kPass);
+    // The toy op shrinks to the lone 3.0 that triggers the divergence.
+    EXPECT_EQ(entry.c.input("x")->numel(), 1) << f.file;
+  }
+  EXPECT_EQ(file_names(dir).size(), report.findings.size());
+  const reports::PairCounts& counts = report.counts.at(0);
+  EXPECT_GT(counts.agreements, 0);
+  EXPECT_EQ(counts.cases, counts.agreements + counts.mismatches.at("bit_mismatch"));
+  fs::remove_all(dir);
+}
+
+TEST_F(CampaignTest, OneEntryPerPairWhenACaseShowsSeveral) {
+  const fs::path dir = fresh_dir("pairs");
+  CampaignOptions o = options(dir);
+  // Both pairs differ exactly on 3.0, so both shrink to the same one-element case.
+  o.pairs = {{"ref:exact", "ref:sloppy"}, {"fake_gpu:exact", "ref:exact"}};
+  const reports::Report report = run_campaign(registry, o);
+  ASSERT_EQ(report.findings.size(), 2u);
+  EXPECT_NE(report.findings[0].file, report.findings[1].file);
+  EXPECT_EQ(corpus::load_signatures(dir).size(), 2u);
+  fs::remove_all(dir);
+}
+
+TEST_F(CampaignTest, SecondRunFindsOnlyKnownSignatures) {
+  const fs::path dir = fresh_dir("dedup");
+  const reports::Report first = run_campaign(registry, options(dir));
+  const std::set<std::string> files = file_names(dir);
+  CampaignOptions again = options(dir);
+  again.seed = 8;
+  const reports::Report second = run_campaign(registry, again);
+  EXPECT_TRUE(second.findings.empty());
+  EXPECT_GT(second.counts.at(0).known_findings, 0);
+  EXPECT_EQ(file_names(dir), files);
+  EXPECT_FALSE(first.findings.empty());
+  fs::remove_all(dir);
+}
+
+TEST_F(CampaignTest, SameSeedSameEntries) {
+  const fs::path a = fresh_dir("same_a"), b = fresh_dir("same_b");
+  run_campaign(registry, options(a));
+  run_campaign(registry, options(b));
+  EXPECT_EQ(file_names(a), file_names(b));
+  EXPECT_FALSE(file_names(a).empty());
+  fs::remove_all(a);
+  fs::remove_all(b);
+}
+
+TEST_F(CampaignTest, SameContractFindingsAreOpenOrFixedOnRequest) {
+  CampaignOptions o = options();
+  o.pairs.clear();  // the default: fake_gpu:exact vs ref:exact
+  reports::Report report = run_campaign(registry, o);
+  ASSERT_FALSE(report.findings.empty());
+  EXPECT_EQ(report.findings[0].pins, "open");
+  EXPECT_TRUE(reports::is_failure(report.findings[0]));
+  o.same_contract_pin = "fixed";
+  report = run_campaign(registry, o);
+  ASSERT_FALSE(report.findings.empty());
+  EXPECT_EQ(report.findings[0].pins, "fixed");
+}
+
+TEST_F(CampaignTest, ShardsSplitTheCaseIndices) {
+  CampaignOptions o = options();
+  o.shard = {0, 2};
+  const reports::Report shard0 = run_campaign(registry, o);
+  o.shard = {1, 2};
+  const reports::Report shard1 = run_campaign(registry, o);
+  EXPECT_EQ(total_cases(shard0), kCases / 2);
+  EXPECT_EQ(total_cases(shard1), kCases / 2);
+  EXPECT_EQ(total_cases(reports::merge_reports({shard0, shard1})), kCases);
+}
+
+TEST_F(CampaignTest, ErrorsAndUnmodelledInputsAreCountedNotWritten) {
+  CampaignOptions o = options();
+  o.pairs = {{"ref:exact", "ref:strict"}};  // strict rejects zero rows, which the generator makes
+  const reports::Report report = run_campaign(registry, o);
+  ASSERT_EQ(report.findings.size(), 1u);  // one signature: error_mismatch, rows=0
+  EXPECT_EQ(report.findings[0].kind, "error_mismatch");
+  EXPECT_GT(report.counts.at(0).known_findings, 0);
+}
+
+TEST_F(CampaignTest, StopRequestEndsTheRunWithASummary) {
+  std::atomic<bool> stop{true};
+  CampaignOptions o = options();
+  o.stop = &stop;
+  const reports::Report report = run_campaign(registry, o);
+  EXPECT_TRUE(report.run.interrupted);
+  EXPECT_EQ(total_cases(report), 0);
+  EXPECT_EQ(report.run.pairs, std::vector<std::string>{"ref:exact vs ref:sloppy"});
+}
+
+TEST_F(CampaignTest, UnusablePairsAreErrors) {
+  CampaignOptions o = options();
+  o.pairs = {{"ref:exact", "ref:nope"}};
+  EXPECT_THROW(run_campaign(registry, o), std::runtime_error);
+  o.pairs = {{"fake_gpu:exact", "ref:exact"}};
+  testing::set_fake_gpu_available(false);
+  EXPECT_THROW(run_campaign(registry, o), std::runtime_error);
+  o.pairs.clear();
+  o.ops = {"nope"};
+  EXPECT_THROW(run_campaign(registry, o), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace bitparity::cli

@@ -1,0 +1,39 @@
+// `bitparity run`: one case through one backend; the result in the case format plus "outputs".
+#include <iostream>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/util.h"
+#include "core/case_json.h"
+
+namespace bitparity::cli {
+namespace {
+
+struct RunFlags {
+  std::string case_file, backend, out;
+};
+
+int run(const Registry& registry, const RunFlags& flags) {
+  const Case c = load_case(flags.case_file, registry);
+  const TensorMap outputs = run_impl(registry, flags.backend, c);  // RejectError: main prints it, exit 2
+  nlohmann::json result = case_to_json(c);
+  result["outputs"] = tensors_to_json(outputs);
+  write_output(flags.out, result.dump(2) + "\n");
+  return kExitOk;
+}
+
+}  // namespace
+
+Command add_run(CLI::App& root, const Registry& registry) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* app = root.add_subcommand(
+      "run", "Run one case through one backend and write the case with its \"outputs\" (bitparity-case/1). "
+             "A rejected input prints `error (<class>): message` and exits 2.");
+  app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON)")->required();
+  app->add_option("--backend", flags->backend, "KIND:CONTRACT, e.g. ref:megatron_eager")->required();
+  app->add_option("--out", flags->out, "result file (default: stdout); written atomically");
+  app->footer("Example:\n  bitparity run --case case.json --backend ref:paddle_fused --out result.json");
+  return {app, [&registry, flags] { return run(registry, *flags); }};
+}
+
+}  // namespace bitparity::cli

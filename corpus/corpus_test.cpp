@@ -1,0 +1,222 @@
+// Classification, entries, atomic writes and replay semantics, on the fake "toy" registry whose
+// contracts differ on known inputs (corpus/testing/fake_registry.h).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "core/case_json.h"
+#include "core/error.h"
+#include "corpus/entry.h"
+#include "corpus/replay.h"
+#include "corpus/testing/fake_registry.h"
+
+namespace bitparity::corpus {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::make_fake_registry;
+using testing::toy_case;
+
+const BackendPair kExactVsSloppy{"ref:exact", "ref:sloppy"};
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("bitparity_corpus_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string read(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class CorpusTest : public ::testing::Test {
+ protected:
+  void TearDown() override { testing::set_fake_gpu_available(true); }
+
+  // Writes an entry for `c` under `pair` with `pins`, whatever the pair does on it now.
+  fs::path write(const fs::path& dir, const Case& c, const BackendPair& pair, const std::string& pins,
+                 const std::string& kind = std::string(kBitMismatch), const std::string& output = "y") {
+    DiffResult r = diff_case(registry, c, pair);
+    r.kind = kind, r.output = output;
+    const OpInfo& op = *registry.op("toy");
+    return write_entry(dir, c, make_entry(op, c, pair, r, finding_signature(op, c, pair, r), pins, Provenance{}));
+  }
+
+  Registry registry = make_fake_registry();
+  const Case with_three = toy_case(1, 2, {3.0f, 1.0f});
+  const Case without_three = toy_case(1, 2, {2.0f, 1.0f});
+};
+
+TEST_F(CorpusTest, ClassifiesEveryKindOfOutcome) {
+  DiffResult r = diff_case(registry, with_three, kExactVsSloppy);
+  EXPECT_EQ(r.outcome, Outcome::kFinding);
+  EXPECT_EQ(r.kind, kBitMismatch);
+  EXPECT_EQ(r.output, "y");
+  EXPECT_NE(r.message.find("First mismatch at y[0, 0]"), std::string::npos) << r.message;
+
+  EXPECT_EQ(diff_case(registry, without_three, kExactVsSloppy).outcome, Outcome::kAgree);
+
+  r = diff_case(registry, toy_case(0, 3, {}), {"ref:exact", "ref:strict"});
+  EXPECT_EQ(r.kind, kErrorMismatch);
+  EXPECT_NE(r.message.find("ref:strict rejected (shape)"), std::string::npos) << r.message;
+
+  r = diff_case(registry, without_three, {"ref:exact", "ref:flat"});
+  EXPECT_EQ(r.kind, kShapeMismatch);
+  EXPECT_EQ(r.output, "y");
+
+  r = diff_case(registry, toy_case(1, testing::kToyModelledCols + 1, {}), kExactVsSloppy);
+  EXPECT_EQ(r.outcome, Outcome::kSkip);
+  EXPECT_EQ(r.kind, kUnmodelled);
+
+  Case rank3 = without_three;
+  rank3.inputs["x"] = Tensor(DType::kBF16, {1, 1, 2});
+  EXPECT_EQ(diff_case(registry, rank3, {"ref:exact", "ref:strict"}).outcome, Outcome::kAgree);  // both "shape"
+}
+
+TEST_F(CorpusTest, SignatureIgnoresPairOrderButNotClasses) {
+  const OpInfo& op = *registry.op("toy");
+  const DiffResult r = diff_case(registry, with_three, kExactVsSloppy);
+  EXPECT_EQ(finding_signature(op, with_three, kExactVsSloppy, r),
+            finding_signature(op, with_three, {"ref:sloppy", "ref:exact"}, r));
+  EXPECT_EQ(finding_signature(op, with_three, kExactVsSloppy, r), "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|has3");
+  EXPECT_NE(finding_signature(op, toy_case(2, 1, {3.0f, 1.0f}), kExactVsSloppy, r),
+            finding_signature(op, with_three, kExactVsSloppy, r));
+}
+
+TEST_F(CorpusTest, EntryRecordsFirstMismatchArbitrationAndPins) {
+  const fs::path dir = fresh_dir("entry");
+  const fs::path path = write(dir, with_three, kExactVsSloppy, default_pin(kExactVsSloppy));
+  EXPECT_EQ(path, dir / "toy" / (content_name(with_three, "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|has3") + ".json"));
+  const nlohmann::json doc = nlohmann::json::parse(read(path));
+  EXPECT_EQ(doc["pins"], "divergence");
+  EXPECT_EQ(doc["finding"]["first"]["a_bits"], "0x4040");  // bf16 3.0
+  EXPECT_EQ(doc["finding"]["first"]["b_bits"], "0x4041");
+  EXPECT_EQ(doc["finding"]["first"]["ulps"], 1);
+  EXPECT_EQ(doc["finding"]["arbitration"]["closer"], "ref:exact");  // the oracle says y = 3 exactly
+  const Entry entry = load_entry(path, registry);
+  EXPECT_EQ(entry.pair, kExactVsSloppy);
+  EXPECT_EQ(entry.pins, "divergence");
+  fs::remove_all(dir);
+}
+
+TEST_F(CorpusTest, SameContractFindingsAreOpenUnlessAskedOtherwise) {
+  const BackendPair gpu{"fake_gpu:exact", "ref:exact"};
+  EXPECT_TRUE(gpu.same_contract());
+  EXPECT_FALSE(kExactVsSloppy.same_contract());
+  EXPECT_EQ(default_pin(gpu), "open");
+  EXPECT_EQ(default_pin(gpu, kPinFixed), "fixed");
+  EXPECT_EQ(default_pin(kExactVsSloppy, kPinFixed), "divergence");
+}
+
+TEST_F(CorpusTest, DivergencePassesWhileItShowsAndFailsWhenItStops) {
+  const fs::path dir = fresh_dir("divergence");
+  const Entry shows = load_entry(write(dir, with_three, kExactVsSloppy, "divergence"), registry);
+  EXPECT_EQ(replay_entry(registry, shows).status, ReplayStatus::kPass);
+
+  const Entry stopped = load_entry(write(dir, without_three, kExactVsSloppy, "divergence"), registry);
+  const ReplayResult r = replay_entry(registry, stopped);
+  EXPECT_EQ(r.status, ReplayStatus::kFail);
+  EXPECT_NE(r.summary.find("no longer shows"), std::string::npos) << r.summary;
+
+  // Same pair still differing, but in another way, is not the pinned divergence.
+  const Entry other = load_entry(write(dir, with_three, kExactVsSloppy, "divergence", "shape_mismatch"), registry);
+  EXPECT_EQ(replay_entry(registry, other).status, ReplayStatus::kFail);
+  fs::remove_all(dir);
+}
+
+TEST_F(CorpusTest, FixedMustAgreeAndOpenOnlyReports) {
+  const fs::path dir = fresh_dir("fixed");
+  const BackendPair gpu{"fake_gpu:exact", "ref:exact"};
+  EXPECT_EQ(replay_entry(registry, load_entry(write(dir, with_three, gpu, "fixed"), registry)).status,
+            ReplayStatus::kFail);
+  EXPECT_EQ(replay_entry(registry, load_entry(write(dir, without_three, gpu, "fixed"), registry)).status,
+            ReplayStatus::kPass);
+
+  const ReplayResult still = replay_entry(registry, load_entry(write(dir, with_three, gpu, "open"), registry));
+  EXPECT_EQ(still.status, ReplayStatus::kPass);
+  EXPECT_NE(still.summary.find("still reproduces"), std::string::npos) << still.summary;
+  const ReplayResult gone = replay_entry(registry, load_entry(write(dir, without_three, gpu, "open"), registry));
+  EXPECT_EQ(gone.status, ReplayStatus::kPass);
+  EXPECT_NE(gone.summary.find("no longer reproduces"), std::string::npos) << gone.summary;
+  fs::remove_all(dir);
+}
+
+TEST_F(CorpusTest, UnavailableBackendSkipsWithTheReason) {
+  const fs::path dir = fresh_dir("skip");
+  const Entry entry = load_entry(write(dir, with_three, {"fake_gpu:exact", "ref:exact"}, "fixed"), registry);
+  testing::set_fake_gpu_available(false);
+  const ReplayResult r = replay_entry(registry, entry);
+  EXPECT_EQ(r.status, ReplayStatus::kSkip);
+  EXPECT_NE(r.summary.find("no fake device"), std::string::npos) << r.summary;
+  fs::remove_all(dir);
+}
+
+TEST_F(CorpusTest, BrokenEntriesNameTheFileAndTheField) {
+  const fs::path dir = fresh_dir("broken");
+  const fs::path good = write(dir, with_three, kExactVsSloppy, "divergence");
+  auto broken = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json doc = nlohmann::json::parse(read(good));
+    edit(doc);
+    const fs::path path = dir / "broken.json";
+    write_file_atomically(path, doc.dump());
+    try {
+      load_entry(path, registry);
+    } catch (const ParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string file = (dir / "broken.json").string();
+  EXPECT_EQ(broken([](auto& d) { d["finding"].erase("pair"); }), file + ": finding.pair: missing");
+  EXPECT_EQ(broken([](auto& d) { d["pins"] = "maybe"; }).rfind(file + ": pins: expected", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["pair"] = {"ref:exact", "sloppy"}; }).rfind(file + ": finding.pair:", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["inputs"]["x"]["hex"] = "40"; }).rfind(file + ": inputs.x.hex:", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["kind"] = "bad"; }).rfind(file + ": finding.kind:", 0), 0u);
+  fs::remove_all(dir);
+}
+
+TEST_F(CorpusTest, SignaturesComeFromEntriesOnly) {
+  const fs::path dir = fresh_dir("signatures");
+  write(dir, with_three, kExactVsSloppy, "divergence");
+  write_file_atomically(dir / "report.json", R"({"format": "bitparity-report/1", "run": {}})");
+  const std::set<std::string> signatures = load_signatures(dir);
+  ASSERT_EQ(signatures.size(), 1u);
+  EXPECT_EQ(*signatures.begin(), "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|has3");
+  write_file_atomically(dir / "toy" / "bad.json", R"({"format": "bitparity-case/1", "op": "toy"})");
+  EXPECT_THROW(load_signatures(dir), ParseError);
+  fs::remove_all(dir);
+}
+
+TEST_F(CorpusTest, ContentNamesAreStableAndDistinct) {
+  EXPECT_EQ(content_name(with_three, "s"), content_name(toy_case(1, 2, {3.0f, 1.0f}), "s"));
+  EXPECT_NE(content_name(with_three, "s"), content_name(without_three, "s"));
+  EXPECT_NE(content_name(with_three, "s"), content_name(with_three, "t"));  // one entry per finding
+  EXPECT_EQ(content_name(with_three, "s").size(), kNameDigits);
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);  // the FNV-1a offset basis
+  EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cull);  // published test vector
+}
+
+TEST_F(CorpusTest, AtomicWriteLeavesOnlyTheFinishedFile) {
+  const fs::path dir = fresh_dir("atomic");
+  const fs::path path = dir / "sub" / "entry.json";
+  write_file_atomically(path, "first");
+  write_file_atomically(path, "second");
+  EXPECT_EQ(read(path), "second");
+  int files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);  // no temporary left behind
+  fs::create_directories(dir / "taken.json");  // a folder where the file should go: rename fails
+  EXPECT_THROW(write_file_atomically(dir / "taken.json", "x"), std::runtime_error);
+  files = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bitparity::corpus

@@ -1,0 +1,138 @@
+#include "corpus/differential.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace bitparity::corpus {
+namespace {
+
+using nlohmann::json;
+
+std::string hex_bits(DType dtype, uint64_t bits) {
+  static const char* kDigits = "0123456789abcdef";
+  const int width = dtype_size(dtype) * 2;
+  std::string s(static_cast<size_t>(width), '0');
+  for (int d = width - 1; d >= 0; --d, bits >>= 4) s[static_cast<size_t>(d)] = kDigits[bits & 15];
+  return "0x" + s;
+}
+
+std::string describe_side(const std::string& name, const SideResult& side) {
+  if (!side.rejected()) return name + " returned outputs";
+  return name + " rejected (" + side.reject_class + "): " + side.reject_message;
+}
+
+DiffResult error_mismatch(const Case& c, const BackendPair& pair, const SideResult& a, const SideResult& b) {
+  DiffResult r;
+  r.outcome = Outcome::kFinding;
+  r.kind = kErrorMismatch;
+  r.message = case_title(c) + " " + pair.name() + ": error mismatch\n" + describe_side(pair.a, a) + "\n" +
+              describe_side(pair.b, b);
+  return r;
+}
+
+// ulps of the truth may be infinite (a non-finite side against a finite truth); JSON has no Inf.
+json ulps_json(double ulps) { return std::isfinite(ulps) ? json(ulps) : json("inf"); }
+
+}  // namespace
+
+bool BackendPair::same_contract() const {
+  const auto [kind_a, contract_a] = split_backend_name(a);
+  const auto [kind_b, contract_b] = split_backend_name(b);
+  return contract_a == contract_b;
+}
+
+BackendPair parse_pair(const std::string& text, const std::string& field) {
+  const size_t comma = text.find(',');
+  if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos)
+    throw ParseError(field, "expected two backends A,B such as ref:megatron_eager,ref:paddle_fused; got '" + text + "'");
+  BackendPair pair{text.substr(0, comma), text.substr(comma + 1)};
+  split_backend_name(pair.a);  // both must read KIND:CONTRACT
+  split_backend_name(pair.b);
+  return pair;
+}
+
+SideResult run_side(const Registry& registry, const std::string& backend, const Case& c) {
+  SideResult side;
+  try {
+    side.outputs = run_impl(registry, backend, c);
+  } catch (const RejectError& e) {
+    side.reject_class = e.error_class();
+    side.reject_message = e.what();
+  }
+  return side;
+}
+
+std::string case_title(const Case& c) { return c.op + " " + std::string(direction_name(c.direction)); }
+
+DiffResult classify(const Case& c, const BackendPair& pair, const SideResult& a, const SideResult& b,
+                    const CompareOptions& options) {
+  DiffResult r;
+  if ((a.rejected() && a.reject_class == kUnmodelled) || (b.rejected() && b.reject_class == kUnmodelled)) {
+    r.outcome = Outcome::kSkip;
+    r.kind = kUnmodelled;
+    r.message = describe_side(pair.a, a) + "\n" + describe_side(pair.b, b);
+    return r;
+  }
+  if (a.rejected() && b.rejected() && a.reject_class == b.reject_class) {
+    r.message = case_title(c) + " " + pair.name() + ": both reject (" + a.reject_class + ")";
+    return r;
+  }
+  if (a.rejected() || b.rejected()) return error_mismatch(c, pair, a, b);
+
+  r.comparison = compare_outputs(*a.outputs, *b.outputs, options);
+  r.message = format_comparison(*r.comparison, case_title(c), pair.a, pair.b);
+  if (r.comparison->verdict == Verdict::kIdentical) return r;
+  r.outcome = Outcome::kFinding;
+  r.kind = verdict_name(r.comparison->verdict);
+  r.output = r.comparison->first_difference()->name;
+  return r;
+}
+
+DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair, const CompareOptions& options) {
+  return classify(c, pair, run_side(registry, pair.a, c), run_side(registry, pair.b, c), options);
+}
+
+std::string finding_signature(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result) {
+  // The pair is unordered: ref:a vs ref:b and ref:b vs ref:a show one divergence.
+  const std::string first = std::min(pair.a, pair.b), second = std::max(pair.a, pair.b);
+  const CaseClasses classes = op.classes ? op.classes(c) : CaseClasses{};
+  return c.op + "|" + std::string(direction_name(c.direction)) + "|" + first + "|" + second + "|" + result.kind + "|" +
+         (result.output.empty() ? "-" : result.output) + "|" + classes.shape_class + "|" + classes.value_class;
+}
+
+json first_mismatch_json(const DiffResult& result) {
+  if (!result.comparison) return nullptr;
+  const OutputComparison* d = result.comparison->first_difference();
+  if (!d || !d->first) return nullptr;
+  const ElementMismatch& m = *d->first;
+  return {{"index", m.index},
+          {"position", m.position},
+          {"a_bits", hex_bits(d->dtype, m.a_bits)},
+          {"b_bits", hex_bits(d->dtype, m.b_bits)},
+          {"ulps", m.ulps ? json(*m.ulps) : json(nullptr)}};
+}
+
+json arbitration_json(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result) {
+  if (!op.oracle || !result.comparison) return nullptr;
+  const OutputComparison* d = result.comparison->first_difference();
+  if (!d || !d->first || !is_floating(d->dtype)) return nullptr;
+  std::map<std::string, std::vector<double>> truths;
+  try {
+    truths = op.oracle(c);
+  } catch (const std::exception&) {
+    return nullptr;  // an oracle that cannot handle the case arbitrates nothing
+  }
+  auto it = truths.find(d->name);
+  if (it == truths.end() || d->first->index >= static_cast<int64_t>(it->second.size())) return nullptr;
+  const Arbitration arb = arbitrate(d->dtype, d->first->a_bits, d->first->b_bits,
+                                    it->second[static_cast<size_t>(d->first->index)]);
+  const std::string closer = arb.closer == "a" ? pair.a : arb.closer == "b" ? pair.b : "tie";
+  return {{"truth", std::isfinite(arb.truth) ? json(arb.truth) : json(std::isnan(arb.truth) ? "nan" : arb.truth > 0 ? "inf" : "-inf")},
+          {"a_ulps", ulps_json(arb.a_ulps)},
+          {"b_ulps", ulps_json(arb.b_ulps)},
+          {"closer", closer}};
+}
+
+}  // namespace bitparity::corpus

@@ -1,0 +1,76 @@
+// One differential run: a case through two backends, classified as agreement, skip or finding.
+// The campaign, `bitparity diff`, `bitparity replay` and the corpus tests all classify here, so a
+// finding means the same thing everywhere.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "core/compare.h"
+#include "core/registry.h"
+
+namespace bitparity::corpus {
+
+// Finding kinds (design.md, "Comparison and findings") that a differential run produces.
+inline constexpr std::string_view kBitMismatch = "bit_mismatch";
+inline constexpr std::string_view kShapeMismatch = "shape_mismatch";
+inline constexpr std::string_view kErrorMismatch = "error_mismatch";
+// The reject class with which a reference says "this input is outside what I model": never a
+// finding, always a counted skip.
+inline constexpr std::string_view kUnmodelled = "unmodelled";
+
+struct BackendPair {
+  std::string a, b;  // "ref:megatron_eager", "cuda:paddle_fused"
+  std::string name() const { return a + " vs " + b; }
+  // cuda:C vs ref:C: a difference is a bug in one of them, not a documented divergence.
+  bool same_contract() const;
+  bool operator==(const BackendPair&) const = default;
+};
+// "A,B" as the command line writes a pair; ParseError naming `field` when malformed.
+BackendPair parse_pair(const std::string& text, const std::string& field = "pair");
+
+// What one backend did with a case: outputs, or the RejectError it threw.
+struct SideResult {
+  std::optional<TensorMap> outputs;
+  std::string reject_class, reject_message;
+  bool rejected() const { return !outputs; }
+};
+// Runs one side; RejectError becomes a SideResult, anything else propagates.
+SideResult run_side(const Registry& registry, const std::string& backend, const Case& c);
+
+enum class Outcome { kAgree, kSkip, kFinding };
+
+struct DiffResult {
+  Outcome outcome = Outcome::kAgree;
+  std::string kind;    // a finding kind, or the skip reason ("unmodelled")
+  std::string output;  // the first differing output; empty for error mismatches
+  std::optional<Comparison> comparison;  // when both sides returned outputs
+  std::string message;  // format_comparison text, or what each side rejected
+};
+
+// Both reject with one class: agreement. Either rejects as unmodelled: skip. One rejects, or they
+// reject differently: error_mismatch. Otherwise compare_outputs decides.
+DiffResult classify(const Case& c, const BackendPair& pair, const SideResult& a, const SideResult& b,
+                    const CompareOptions& options = {});
+DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair,
+                     const CompareOptions& options = {});
+
+// "op dir", the title of every message about a case.
+std::string case_title(const Case& c);
+
+// The signature that deduplicates findings: op, direction, the pair (order-insensitive), kind,
+// output, and the op's shape and value class of the case.
+std::string finding_signature(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result);
+
+// The first mismatching element, as a corpus entry and a report write it:
+// {index, position, a_bits "0x3f80", b_bits, ulps (null when one side is NaN)}; null when there is none.
+nlohmann::json first_mismatch_json(const DiffResult& result);
+
+// Which side of the first mismatch is closer to the op's oracle, when the op has one for that
+// output: {truth, a_ulps, b_ulps, closer: backend name or "tie"}; null otherwise.
+nlohmann::json arbitration_json(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result);
+
+}  // namespace bitparity::corpus

@@ -1,0 +1,322 @@
+// Device code shared by gpu/swiglu.cu and gpu/swiglu_scale.cu: element types, 16-byte packets,
+// and the element formulas of each contract, written operation by operation as the reference
+// writes them (reference/swiglu_common.cpp, reference/swiglu_scale.cpp). Every fp32 operation is
+// an explicit intrinsic (__fadd_rn, __fmul_rn, __fdiv_rn; __fmaf_rn where the reference writes
+// std::fma), so that nvcc cannot contract what the reference rounds twice.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "gpu/swiglu_kernels.h"
+
+namespace bitparity::gpu::device {
+
+// --- element types ---------------------------------------------------------------------------
+
+struct BF16 {
+  using Storage = uint16_t;
+  static constexpr DType kDType = DType::kBF16;
+  __device__ static float load(Storage s) { return __uint_as_float(static_cast<uint32_t>(s) << 16); }
+  __device__ static Storage store(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
+};
+
+struct FP16 {
+  using Storage = uint16_t;
+  static constexpr DType kDType = DType::kFP16;
+  __device__ static float load(Storage s) { return __half2float(__ushort_as_half(s)); }
+  __device__ static Storage store(float x) { return __half_as_ushort(__float2half_rn(x)); }
+};
+
+struct FP32 {
+  using Storage = float;
+  static constexpr DType kDType = DType::kFP32;
+  __device__ static float load(Storage s) { return s; }
+  __device__ static Storage store(float x) { return x; }
+};
+
+// The value an fp32 result has once stored in a tensor of type T (one RNE rounding).
+template <class T>
+__device__ __forceinline__ float round_as(float x) {
+  return T::load(T::store(x));
+}
+
+// The same for a dtype known only at run time (bf16, fp16 or fp32): scale and chain dtypes.
+__device__ __forceinline__ float round_dtype(DType dtype, float x) {
+  switch (dtype) {
+    case DType::kBF16: return round_as<BF16>(x);
+    case DType::kFP16: return round_as<FP16>(x);
+    default: return x;
+  }
+}
+
+__device__ __forceinline__ float load_scalar(const void* p, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kBF16: return BF16::load(static_cast<const uint16_t*>(p)[i]);
+    case DType::kFP16: return FP16::load(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_scalar(void* p, DType dtype, int64_t i, float x) {
+  switch (dtype) {
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = BF16::store(x); break;
+    case DType::kFP16: static_cast<uint16_t*>(p)[i] = FP16::store(x); break;
+    default: static_cast<float*>(p)[i] = x; break;
+  }
+}
+
+// --- contiguous chunks of N elements, loaded and stored in one access ----------------------
+
+template <int Bytes> struct RawVector;
+template <> struct RawVector<16> { using type = uint4; };
+template <> struct RawVector<8> { using type = uint2; };
+template <> struct RawVector<4> { using type = uint32_t; };
+template <> struct RawVector<2> { using type = uint16_t; };
+
+template <class T, int N>
+union Chunk {
+  typename RawVector<N * sizeof(typename T::Storage)>::type raw;
+  typename T::Storage e[N];
+};
+
+// Elements per 16-byte packet: 8 for bf16 and fp16, 4 for fp32.
+template <class T>
+inline constexpr int kPacket = 16 / static_cast<int>(sizeof(typename T::Storage));
+
+// Loads N elements at p (aligned to N elements) into x[0..N) as fp32, in one access.
+template <class T, int N>
+__device__ __forceinline__ void load_chunk(const typename T::Storage* p, float* x) {
+  Chunk<T, N> c;
+  c.raw = *reinterpret_cast<const decltype(c.raw)*>(p);
+#pragma unroll
+  for (int i = 0; i < N; ++i) x[i] = T::load(c.e[i]);
+}
+
+// The raw chunk at p, so that several loads can be in flight before their values are used.
+template <class T, int N>
+__device__ __forceinline__ Chunk<T, N> load_raw(const typename T::Storage* p) {
+  Chunk<T, N> c;
+  c.raw = *reinterpret_cast<const decltype(c.raw)*>(p);
+  return c;
+}
+
+// Stores x[0..N), each rounded once to T, in one access.
+template <class T, int N>
+__device__ __forceinline__ void store_chunk(typename T::Storage* p, const float* x) {
+  Chunk<T, N> c;
+#pragma unroll
+  for (int i = 0; i < N; ++i) c.e[i] = T::store(x[i]);
+  *reinterpret_cast<decltype(c.raw)*>(p) = c.raw;
+}
+
+// --- rule 2 transcendentals -------------------------------------------------------------------
+
+template <ExpModel M>
+__device__ __forceinline__ float exp_of(float x) {
+  if constexpr (M == ExpModel::kDevice) {
+    return expf(x);  // libdevice __nv_expf (no fast math)
+  } else {
+    return __double2float_rn(exp(static_cast<double>(x)));
+  }
+}
+
+// 1 ⊕ expf(−x), the denominator of sigmoid and silu, rounded once. The reference writes
+// 1.0f + device_expf(-x) as two roundings; __fadd_rn keeps nvcc from fusing it with expf's final
+// product (which it does in PyTorch's own kernels; see the issue note).
+template <ExpModel M>
+__device__ __forceinline__ float sigmoid_denominator(float x) {
+  return __fadd_rn(1.0f, exp_of<M>(-x));
+}
+
+// sigmoid(x) = 1 ⊘ den and silu(x) = x ⊘ den share one expf.
+struct SigmoidSilu {
+  float sigmoid, silu;
+};
+template <ExpModel M>
+__device__ __forceinline__ SigmoidSilu sigmoid_silu(float x) {
+  const float den = sigmoid_denominator<M>(x);
+  return {__fdiv_rn(1.0f, den), __fdiv_rn(x, den)};
+}
+
+// --- Megatron clamp (ATen clamp kernels, reference numerics.cpp) ---------------------------
+// x.clamp(max=hi) and x.clamp(min=lo, max=hi) as ATen's CUDA kernels compute them: NaN inputs
+// propagate, otherwise CUDA's fminf/fmaxf (of two zeros, min gives -0 and max gives +0; lo > hi
+// gives hi).
+
+__device__ __forceinline__ float clamp_max(float v, float hi) { return isnan(v) ? v : fminf(v, hi); }
+
+__device__ __forceinline__ float clamp_min_max(float v, float lo, float hi) {
+  return isnan(v) ? v : fminf(fmaxf(v, lo), hi);
+}
+
+struct Halves {
+  float a, b;
+};
+__device__ __forceinline__ Halves clamp_halves(float a, float b, const MegatronClamp& c) {
+  if (c.nan_limit) return {clamp_max(a, c.hi), __int_as_float(0x7fffffff)};
+  return {clamp_max(a, c.hi), clamp_min_max(b, c.lo, c.hi)};
+}
+
+// --- Megatron eager elements (spec OP-4, OP-5, OP-6; reference swiglu_common.cpp) ------------
+
+// The swiglu value in the activation type: bf(f32(bf(silu(a))) * b), or clamped bf(silu(a_c) * b_c).
+template <class Act, ExpModel M>
+__device__ __forceinline__ float megatron_swiglu(float a, float b, const MegatronClamp& clamp) {
+  if (!clamp.on) return round_as<Act>(__fmul_rn(round_as<Act>(sigmoid_silu<M>(a).silu), b));
+  const Halves c = clamp_halves(a, b, clamp);
+  return round_as<Act>(__fmul_rn(sigmoid_silu<M>(c.a).silu, c.b));
+}
+
+// The backward of one element with g' in the chain dtype (the activation type, or fp32 once g
+// was multiplied by an fp32 or other-typed scale), and the swiglu value for d_scale's products.
+struct MegatronGrad {
+  float da, db;  // rounded to the activation type
+  float swiglu;  // megatron_swiglu(a, b)
+};
+
+template <class Act, ExpModel M>
+__device__ __forceinline__ MegatronGrad megatron_swiglu_back(bool chain_is_act, float g, float a, float b,
+                                                             const MegatronClamp& clamp) {
+  auto chain = [chain_is_act](float x) { return chain_is_act ? round_as<Act>(x) : x; };
+  if (!clamp.on) {
+    // swiglu_back_eager: each eager op on act tensors rounds to act; products promote to chain.
+    const SigmoidSilu f = sigmoid_silu<M>(a);
+    const float s = round_as<Act>(f.sigmoid);
+    const float t4 = round_as<Act>(__fadd_rn(1.0f, round_as<Act>(__fmul_rn(a, round_as<Act>(__fsub_rn(1.0f, s))))));
+    const float silu = round_as<Act>(f.silu);
+    const float da = chain(__fmul_rn(chain(__fmul_rn(chain(__fmul_rn(g, s)), t4)), b));
+    const float db = chain(__fmul_rn(g, silu));
+    return {round_as<Act>(da), round_as<Act>(db), round_as<Act>(__fmul_rn(silu, b))};
+  }
+  // clamped_swiglu_back: fp32 throughout, 0/1 masks of the raw values, one rounding at the end.
+  const Halves c = clamp_halves(a, b, clamp);
+  const float mask_a = a <= clamp.hi ? 1.0f : 0.0f;
+  const float mask_b = (b >= clamp.lo && b <= clamp.hi) ? 1.0f : 0.0f;
+  const SigmoidSilu f = sigmoid_silu<M>(c.a);
+  const float bracket = __fadd_rn(1.0f, __fmul_rn(c.a, __fsub_rn(1.0f, f.sigmoid)));
+  const float da = __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(g, f.sigmoid), bracket), c.b), mask_a);
+  const float db = __fmul_rn(__fmul_rn(g, f.silu), mask_b);
+  return {round_as<Act>(da), round_as<Act>(db), round_as<Act>(__fmul_rn(f.silu, c.b))};
+}
+
+// --- PaddleFleet fuse_swiglu_scale.cu elements (reference swiglu_scale.cpp) -------------------
+
+__device__ __forceinline__ float paddle_gate(float g, const PaddleClamp& c) { return c.on ? fminf(g, c.cv) : g; }
+__device__ __forceinline__ float paddle_value(float v, const PaddleClamp& c) {
+  return c.on ? fmaxf(fminf(v, c.cv), -c.cv) : v;
+}
+
+// out = ((g ⊗ σ(g)) ⊗ v) ⊗ s, rounded once to the activation type by the caller.
+template <ExpModel M>
+__device__ __forceinline__ float paddle_forward(float g_raw, float v_raw, float s, const PaddleClamp& clamp) {
+  const float g = paddle_gate(g_raw, clamp);
+  const float v = paddle_value(v_raw, clamp);
+  return __fmul_rn(__fmul_rn(__fmul_rn(g, sigmoid_silu<M>(g).sigmoid), v), s);
+}
+
+struct PaddleGrad {
+  float dg, dv;  // fp32, rounded to the activation type by the caller
+};
+
+// One element of the backward; accumulates its d_scale term into `acc` the way the kernel's
+// source reads (reference paddle_d_scale_step).
+template <class Act, ExpModel M>
+__device__ __forceinline__ PaddleGrad paddle_backward(float g_raw, float v_raw, float dout, float s, bool scale_is_act,
+                                                      const PaddleClamp& clamp, float& acc) {
+  const float g = paddle_gate(g_raw, clamp);
+  const float v = paddle_value(v_raw, clamp);
+  const float sig = sigmoid_silu<M>(g).sigmoid;
+  const float silu = __fmul_rn(g, sig);
+  const float sw = __fmul_rn(silu, v);
+  if (!clamp.on) {
+    acc = __fmaf_rn(dout, sw, acc);  // local += dout * swiglu_val
+  } else if (scale_is_act) {
+    if constexpr (Act::kDType == DType::kFP32) {
+      acc = __fmaf_rn(sw, dout, acc);
+    } else {
+      acc = __fadd_rn(acc, round_as<Act>(__fmul_rn(round_as<Act>(sw), dout)));  // bf16 * bf16 -> bf16
+    }
+  } else {
+    acc = __fmaf_rn(round_as<Act>(sw), dout, acc);  // float(bf16(sw)) * float(dout)
+  }
+  const float d_u = __fmul_rn(dout, s);
+  const float bracket = __fmaf_rn(g, __fsub_rn(1.0f, sig), 1.0f);  // 1 + g * (1 - sig), contracted
+  if (clamp.on) {
+    const float g_mask = g_raw <= clamp.cv ? 1.0f : 0.0f;
+    const float v_mask = (v_raw <= clamp.cv && v_raw >= -clamp.cv) ? 1.0f : 0.0f;
+    return {__fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(d_u, sig), bracket), v), g_mask),
+            __fmul_rn(__fmul_rn(d_u, silu), v_mask)};
+  }
+  return {__fmul_rn(__fmul_rn(__fmul_rn(d_u, v), sig), bracket), __fmul_rn(d_u, silu)};
+}
+
+// --- launch helpers (host) -------------------------------------------------------------------
+
+inline constexpr int kThreads = 256;
+
+// Work items (16-byte packets, or iterations of a row) whose loads a thread issues before it
+// computes the first of them. 1 is what the issue's measurements were taken with; the benchmark
+// measures 2 and 4 beside it (bench/swiglu_bench.cpp, "ilp:").
+inline constexpr int kDefaultIlp = 1;
+
+inline int multiprocessor_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count > 0 ? count : 1;
+  }();
+  return sms;
+}
+
+// Blocks of kThreads for a grid-stride loop over `items`: enough to fill every multiprocessor
+// `blocks_per_sm` times, no more than the work needs.
+inline unsigned grid_for(int64_t items, int64_t blocks_per_sm = 16) {
+  const int64_t needed = (items + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, multiprocessor_count() * blocks_per_sm)));
+}
+
+// Work items of an elementwise kernel: 16-byte packets where F allows, else single elements.
+inline int64_t elementwise_items(int64_t rows, int64_t F, int packet) {
+  return F % packet == 0 ? rows * (F / packet) : rows * F;
+}
+
+// Calls Launch<Act, M>::run(args) for the activation dtype and exp model of `args`; kWithFp16
+// instantiates the fp16 kernels (Paddle's kernels have none).
+// The correctly rounded exp model is a probe for tests: it is instantiated with the default
+// ILP only. Benchmarks pick other ILP values through args.ilp (1, 2 or 4).
+template <template <class, ExpModel, int> class Launch, class Act, class Args>
+void dispatch_exp_and_ilp(const Args& args) {
+  if (args.exp == ExpModel::kCorrectlyRounded) return Launch<Act, ExpModel::kCorrectlyRounded, kDefaultIlp>::run(args);
+  switch (args.ilp) {
+    case 1: return Launch<Act, ExpModel::kDevice, 1>::run(args);
+    case 2: return Launch<Act, ExpModel::kDevice, 2>::run(args);
+    case 4: return Launch<Act, ExpModel::kDevice, 4>::run(args);
+    default: throw std::invalid_argument("swiglu kernels: ilp must be 1, 2 or 4; got " + std::to_string(args.ilp));
+  }
+}
+
+// Calls Launch<Act, M, kIlp>::run(args) for the activation dtype, exp model and ILP of `args`;
+// kWithFp16 instantiates the fp16 kernels (Paddle's kernels have none).
+template <template <class, ExpModel, int> class Launch, bool kWithFp16, class Args>
+void dispatch_activation(const Args& args) {
+  switch (args.act) {
+    case DType::kBF16: return dispatch_exp_and_ilp<Launch, BF16>(args);
+    case DType::kFP32: return dispatch_exp_and_ilp<Launch, FP32>(args);
+    case DType::kFP16:
+      if constexpr (kWithFp16) return dispatch_exp_and_ilp<Launch, FP16>(args);
+      [[fallthrough]];
+    default:
+      throw std::invalid_argument(std::string("swiglu kernels: no kernel for activations of dtype ") +
+                                  std::string(dtype_name(args.act)));
+  }
+}
+
+}  // namespace bitparity::gpu::device

@@ -1,0 +1,327 @@
+// The kernels of swiglu_scale that reduce over a row: Megatron's weighted backward (d_scale in the
+// rule-7 order of torch.sum) and PaddleFleet's fused kernels (their own d_scale order). Megatron's
+// weighted forward is elementwise and lives in gpu/swiglu.cu.
+#include "gpu/swiglu_kernels.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <cuda_runtime.h>
+
+#include "gpu/runtime.h"
+#include "gpu/swiglu_device.cuh"
+
+namespace bitparity::gpu {
+
+// --- rule 7 plan (mirrors reference/numerics.cpp torch_row_sum) --------------------------------
+namespace {
+
+constexpr int kReduceMaxThreads = 512;   // ATen Reduce.cuh: threads of one reduction block
+constexpr int kWarpLanes = 32;
+constexpr int kRuleVector = 4;           // elements per vectorized load of the fp32 row
+constexpr int64_t kVectorizeFrom = 128;  // rows at least this wide load vectors
+
+int pow2_floor_capped(int64_t n) {
+  int p = 1;
+  while (p * 2 <= n && p * 2 <= kReduceMaxThreads) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows) {
+  RowSumPlan plan;
+  plan.vectorized = width >= kVectorizeFrom;
+  const int64_t dim0 = plan.vectorized ? width / kRuleVector : width;
+  int lanes = std::min(pow2_floor_capped(dim0), kWarpLanes);
+  const int height = std::min(pow2_floor_capped(std::max<int64_t>(rows, 1)), kReduceMaxThreads / lanes);
+  plan.lanes = std::min(pow2_floor_capped(dim0), kReduceMaxThreads / height);
+  return plan;
+}
+
+namespace {
+
+using namespace device;
+
+// --- Megatron weighted backward ------------------------------------------------------------------
+//
+// Rule 7 assigns the row's products to L lanes: in the vectorized plan lane l owns the 4-element
+// groups 4 * (l + L * it), one accumulator per position in the group; otherwise lane l owns the
+// elements l + L * it, accumulator it % 4. Lane values ((acc0 + acc1) + acc2) + acc3 then meet in
+// a halving tree. Here a thread owns V consecutive lanes, V = 2 for 16-bit activations, so that
+// it reads one 16-byte packet (two groups) per iteration; G = L / V threads share a row. Tree
+// strides of at least V are warp shuffles (G <= 32: several rows per block) or shared memory
+// (G > 32, only for row counts under 16: one row per block); stride 1 of V = 2 is in-thread.
+template <class Act>
+inline constexpr int kLanesPerThread = sizeof(typename Act::Storage) == 2 ? 2 : 1;
+
+inline constexpr int kMaxRowThreads = kReduceMaxThreads;
+
+// kBlock: the block size the kernel is compiled for, kThreads (several rows per block) or
+// kMaxRowThreads (one row of more than 32 threads per block).
+template <class Act, ExpModel M, int kBlock>
+__global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
+  using S = typename Act::Storage;
+  constexpr int V = kLanesPerThread<Act>;
+  extern __shared__ float tree[];
+  const int L = p.plan.lanes;
+  const int64_t F = p.F;
+  int64_t row;
+  int t;
+  if (group <= kWarpLanes) {
+    row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / group) + threadIdx.x / group;
+    t = static_cast<int>(threadIdx.x) % group;
+  } else {
+    row = blockIdx.x;
+    t = static_cast<int>(threadIdx.x);
+  }
+  const bool live = row < p.rows;
+  const bool chain_is_act = p.scale_dtype == Act::kDType;  // promote(act, w)
+  auto chain = [chain_is_act](float x) { return chain_is_act ? round_as<Act>(x) : x; };
+
+  float acc[V][kRuleVector];
+#pragma unroll
+  for (int q = 0; q < V; ++q)
+#pragma unroll
+    for (int i = 0; i < kRuleVector; ++i) acc[q][i] = 0.0f;
+
+  if (live) {
+    const S* a_row = static_cast<const S*>(p.y) + row * 2 * F;
+    const S* b_row = a_row + F;
+    const S* g_row = static_cast<const S*>(p.g) + row * F;
+    S* da_row = static_cast<S*>(p.d_y) + row * 2 * F;
+    S* db_row = da_row + F;
+    const float s = load_scalar(p.scale, p.scale_dtype, row);
+    // d_y of one element, and its d_scale term act(swiglu) * g.to(w) in the chain dtype.
+    auto element = [&](float a, float b, float g, float& da, float& db) {
+      const MegatronGrad d = megatron_swiglu_back<Act, M>(chain_is_act, chain(__fmul_rn(g, s)), a, b, p.clamp);
+      da = d.da;
+      db = d.db;
+      return chain(__fmul_rn(d.swiglu, round_dtype(p.scale_dtype, g)));
+    };
+    // kN contiguous elements at column c, in one access each where kN * size is 8 or 16 bytes.
+    auto run_chunk = [&](auto kN_tag, int64_t c, float* lane_acc0) {
+      constexpr int kN = decltype(kN_tag)::value;
+      float a[kN], b[kN], g[kN], da[kN], db[kN];
+      load_chunk<Act, kN>(a_row + c, a);
+      load_chunk<Act, kN>(b_row + c, b);
+      load_chunk<Act, kN>(g_row + c, g);
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        const float x = element(a[i], b[i], g[i], da[i], db[i]);
+        lane_acc0[i] = __fadd_rn(lane_acc0[i], x);  // acc[i / 4][i % 4] of this thread's lanes
+      }
+      store_chunk<Act, kN>(da_row + c, da);
+      store_chunk<Act, kN>(db_row + c, db);
+    };
+    if (p.plan.vectorized) {
+      const bool packet_aligned = F % (kRuleVector * V) == 0;
+      for (int64_t start = int64_t{kRuleVector} * V * t; start < F; start += int64_t{kRuleVector} * L) {
+        if (V == 2 && packet_aligned) {
+          run_chunk(std::integral_constant<int, kRuleVector * V>{}, start, &acc[0][0]);
+        } else {
+#pragma unroll
+          for (int q = 0; q < V; ++q)
+            if (start + kRuleVector * q < F) run_chunk(std::integral_constant<int, kRuleVector>{}, start + kRuleVector * q, acc[q]);
+        }
+      }
+    } else {
+      // Lane l = V * t + q reads element l + L * it into acc[q][it % 4].
+      for (int64_t it0 = 0; int64_t{V} * t + int64_t{L} * it0 < F; it0 += kRuleVector) {
+#pragma unroll
+        for (int k = 0; k < kRuleVector; ++k)
+#pragma unroll
+          for (int q = 0; q < V; ++q) {
+            const int lane = V * t + q;
+            const int64_t j = lane + int64_t{L} * (it0 + k);
+            if (lane >= L || j >= F) continue;
+            float da, db;
+            const float x = element(Act::load(a_row[j]), Act::load(b_row[j]), Act::load(g_row[j]), da, db);
+            acc[q][k] = __fadd_rn(acc[q][k], x);
+            da_row[j] = Act::store(da);
+            db_row[j] = Act::store(db);
+          }
+      }
+    }
+  }
+
+  float v[V];
+#pragma unroll
+  for (int q = 0; q < V; ++q) v[q] = __fadd_rn(__fadd_rn(__fadd_rn(acc[q][0], acc[q][1]), acc[q][2]), acc[q][3]);
+
+  if (group <= kWarpLanes) {
+    for (int stride = L / 2; stride >= 1; stride /= 2) {
+      if (stride >= V) {
+#pragma unroll
+        for (int q = 0; q < V; ++q) v[q] = __fadd_rn(v[q], __shfl_down_sync(0xffffffffu, v[q], stride / V, group));
+      } else {
+        v[0] = __fadd_rn(v[0], v[1 % V]);  // V == 2, stride 1: the thread's own second lane
+      }
+    }
+  } else {
+#pragma unroll
+    for (int q = 0; q < V; ++q) tree[V * t + q] = v[q];
+    __syncthreads();
+    for (int stride = L / 2; stride >= 1; stride /= 2) {
+#pragma unroll
+      for (int q = 0; q < V; ++q) {
+        const int lane = V * t + q;
+        if (lane < stride) tree[lane] = __fadd_rn(tree[lane], tree[lane + stride]);
+      }
+      __syncthreads();
+    }
+    v[0] = tree[0];
+  }
+  if (live && t == 0) store_scalar(p.d_scale, p.scale_dtype, row, round_dtype(p.scale_dtype, chain(v[0])));
+}
+
+template <class Act, ExpModel M>
+struct MegatronScaleBackwardLaunch {
+  static void run(const MegatronScaleBackward& p) {
+    constexpr int V = kLanesPerThread<Act>;
+    const int group = std::max(1, p.plan.lanes / V);
+    if (group > kMaxRowThreads || p.plan.lanes > kReduceMaxThreads)
+      throw std::invalid_argument("megatron_scale_backward: a rule-7 plan of more than 512 lanes");
+    const auto stream = static_cast<cudaStream_t>(p.stream);
+    if (group <= kWarpLanes) {
+      const int64_t rows_per_block = kThreads / group;
+      const auto grid = static_cast<unsigned>((p.rows + rows_per_block - 1) / rows_per_block);
+      megatron_scale_backward_kernel<Act, M, kThreads><<<grid, kThreads, 0, stream>>>(p, group);
+    } else {
+      const size_t shared = sizeof(float) * static_cast<size_t>(group) * V;
+      megatron_scale_backward_kernel<Act, M, kMaxRowThreads>
+          <<<static_cast<unsigned>(p.rows), static_cast<unsigned>(group), shared, stream>>>(p, group);
+    }
+    check_launch("swiglu_scale megatron_scale_backward", p.stream);
+  }
+};
+
+// --- PaddleFleet fused kernels ---------------------------------------------------------------------
+//
+// The stored kernel gives each row a block of 256 threads; thread t walks the 16-byte packets
+// t, t + 256, ... accumulating its d_scale terms in order, and a shared-memory tree halves the 256
+// partial sums (stride 128 down to 1). Here one warp owns a row and each thread holds 8 of those
+// 256 virtual threads (t = lane + 32 k): strides 128, 64 and 32 are additions inside a thread,
+// strides 16 to 1 are shuffles. The order of every addition is the stored kernel's.
+constexpr int kPaddleBlock = 256;
+constexpr int kPaddleSlots = kPaddleBlock / kWarpLanes;
+
+template <class Act, ExpModel M>
+__global__ void __launch_bounds__(kThreads) paddle_forward_kernel(PaddleForward p) {
+  using S = typename Act::Storage;
+  constexpr int N = kPacket<Act>;
+  const S* y = static_cast<const S*>(p.y);
+  S* out = static_cast<S*>(p.out);
+  const int64_t F = p.F, per_row = F / N, total = p.rows * per_row;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
+    const int64_t r = k / per_row;
+    const int64_t col = (k - r * per_row) * N;
+    float a[N], b[N], o[N];
+    load_chunk<Act, N>(y + r * 2 * F + col, a);
+    load_chunk<Act, N>(y + r * 2 * F + F + col, b);
+    const float s = load_scalar(p.scale, p.scale_dtype, r);
+#pragma unroll
+    for (int i = 0; i < N; ++i) o[i] = paddle_forward<M>(a[i], b[i], s, p.clamp);
+    store_chunk<Act, N>(out + r * F + col, o);
+  }
+}
+
+template <class Act, ExpModel M>
+__global__ void __launch_bounds__(kThreads) paddle_backward_kernel(PaddleBackward p) {
+  using S = typename Act::Storage;
+  constexpr int N = kPacket<Act>;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpLanes) + threadIdx.x / kWarpLanes;
+  if (row >= p.rows) return;  // a whole warp: rows are per warp
+  const int lane_id = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int64_t F = p.F, packets = F / N;
+  const S* a_row = static_cast<const S*>(p.y) + row * 2 * F;
+  const S* b_row = a_row + F;
+  const S* g_row = static_cast<const S*>(p.g) + row * F;
+  S* da_row = static_cast<S*>(p.d_y) + row * 2 * F;
+  S* db_row = da_row + F;
+  const float s = load_scalar(p.scale, p.scale_dtype, row);
+  const bool scale_is_act = p.scale_dtype == Act::kDType;
+
+  float lane[kPaddleSlots];
+#pragma unroll
+  for (int k = 0; k < kPaddleSlots; ++k) lane[k] = 0.0f;
+  for (int64_t m0 = 0; m0 < packets; m0 += kPaddleBlock) {
+#pragma unroll
+    for (int k = 0; k < kPaddleSlots; ++k) {
+      const int64_t packet = m0 + kWarpLanes * k + lane_id;  // virtual thread 32 k + lane_id
+      if (packet >= packets) continue;
+      const int64_t col = packet * N;
+      float a[N], b[N], g[N], dg[N], dv[N];
+      load_chunk<Act, N>(a_row + col, a);
+      load_chunk<Act, N>(b_row + col, b);
+      load_chunk<Act, N>(g_row + col, g);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const PaddleGrad d = paddle_backward<Act, M>(a[i], b[i], g[i], s, scale_is_act, p.clamp, lane[k]);
+        dg[i] = d.dg;
+        dv[i] = d.dv;
+      }
+      store_chunk<Act, N>(da_row + col, dg);
+      store_chunk<Act, N>(db_row + col, dv);
+    }
+  }
+  // Strides 128, 64, 32 of the 256-thread tree: virtual thread 32 k + lane_id adds 32 (k + s/32) + lane_id.
+#pragma unroll
+  for (int slots = kPaddleSlots / 2; slots >= 1; slots /= 2)
+#pragma unroll
+    for (int k = 0; k < slots; ++k) lane[k] = __fadd_rn(lane[k], lane[k + slots]);
+  // Strides 16 to 1.
+#pragma unroll
+  for (int stride = kWarpLanes / 2; stride >= 1; stride /= 2)
+    lane[0] = __fadd_rn(lane[0], __shfl_down_sync(0xffffffffu, lane[0], stride));
+  if (lane_id == 0) store_scalar(p.d_scale, p.scale_dtype, row, lane[0]);
+}
+
+template <class Act, ExpModel M>
+struct PaddleForwardLaunch {
+  static void run(const PaddleForward& p) {
+    const unsigned grid = grid_for(elementwise_items(p.rows, p.F, kPacket<Act>));
+    paddle_forward_kernel<Act, M><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    check_launch("swiglu_scale paddle_forward", p.stream);
+  }
+};
+
+template <class Act, ExpModel M>
+struct PaddleBackwardLaunch {
+  static void run(const PaddleBackward& p) {
+    constexpr int64_t kRowsPerBlock = kThreads / kWarpLanes;
+    const auto grid = static_cast<unsigned>((p.rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    paddle_backward_kernel<Act, M><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    check_launch("swiglu_scale paddle_backward", p.stream);
+  }
+};
+
+void require_packets(DType act, int64_t F, const char* who) {
+  const int64_t packet = 16 / dtype_size(act);
+  if (F % packet != 0)
+    throw std::invalid_argument(std::string(who) + ": F must be a multiple of the 16-byte packet");
+}
+
+}  // namespace
+
+void launch_megatron_scale_backward(const MegatronScaleBackward& args) {
+  if (args.rows == 0 || args.F == 0) return;
+  dispatch_activation<MegatronScaleBackwardLaunch, true>(args);
+}
+
+void launch_paddle_forward(const PaddleForward& args) {
+  if (args.rows == 0 || args.F == 0) return;
+  require_packets(args.act, args.F, "paddle_forward");
+  dispatch_activation<PaddleForwardLaunch, false>(args);
+}
+
+void launch_paddle_backward(const PaddleBackward& args) {
+  if (args.rows == 0 || args.F == 0) return;
+  require_packets(args.act, args.F, "paddle_backward");
+  dispatch_activation<PaddleBackwardLaunch, false>(args);
+}
+
+}  // namespace bitparity::gpu

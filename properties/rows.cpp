@@ -1,0 +1,74 @@
+#include "properties/rows.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include <rapidcheck.h>
+
+#include "core/gen.h"
+#include "properties/harness.h"
+
+namespace bitparity::props {
+namespace {
+
+constexpr const char* kRowDocPrefix = "[rows";
+
+int64_t row_width(const Tensor& t) { return t.dim(0) == 0 ? 0 : t.numel() / t.dim(0); }
+
+}  // namespace
+
+std::vector<std::string> row_inputs(const OpInfo& op, Direction d) {
+  std::vector<std::string> names;
+  auto it = op.inputs.find(d);
+  if (it == op.inputs.end()) return names;
+  for (const TensorSpec& spec : it->second)
+    if (spec.doc.rfind(kRowDocPrefix, 0) == 0) names.push_back(spec.name);
+  return names;
+}
+
+int64_t case_rows(const Case& c) {
+  int64_t rows = -1;
+  for (const std::string& name : row_inputs(op_info(c.op), c.direction)) {
+    const Tensor* t = c.input(name);
+    if (!t) continue;
+    if (t->rank() == 0) throw std::logic_error(c.op + ": row input " + name + " is a scalar");
+    if (rows >= 0 && t->dim(0) != rows) throw std::logic_error(c.op + ": row inputs disagree on the row count");
+    rows = t->dim(0);
+  }
+  if (rows < 0) throw std::logic_error(c.op + " has no row input");
+  return rows;
+}
+
+Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n) {
+  Shape shape = t.shape();
+  shape.at(0) = n;
+  Tensor out(t.dtype(), shape);
+  const int64_t width = row_width(t);
+  const size_t row_bytes = static_cast<size_t>(width * dtype_size(t.dtype()));
+  if (n > 0 && row_bytes > 0) std::memcpy(out.data(), t.data() + r0 * row_bytes, static_cast<size_t>(n) * row_bytes);
+  return out;
+}
+
+Case take_rows(const Case& c, int64_t r0, int64_t n) {
+  Case out = c;
+  for (const std::string& name : row_inputs(op_info(c.op), c.direction))
+    if (const Tensor* t = c.input(name)) out.inputs[name] = tensor_rows(*t, r0, n);
+  return out;
+}
+
+rc::Gen<Case> refill_other_rows(const Case& c, int64_t keep) {
+  return rc::gen::exec([c, keep] {
+    Case out = c;
+    for (const std::string& name : row_inputs(op_info(c.op), c.direction)) {
+      const Tensor* t = c.input(name);
+      if (!t) continue;
+      Tensor fresh = *gen::tensor(t->dtype(), t->shape(), *gen::value_family());
+      const size_t row_bytes = static_cast<size_t>(row_width(*t) * dtype_size(t->dtype()));
+      if (row_bytes > 0) std::memcpy(fresh.data() + keep * row_bytes, t->data() + keep * row_bytes, row_bytes);
+      out.inputs[name] = fresh;
+    }
+    return out;
+  });
+}
+
+}  // namespace bitparity::props

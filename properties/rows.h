@@ -1,0 +1,35 @@
+// The row structure of row-wise ops, read from the registry: an input whose TensorSpec doc begins
+// with "[rows" ("[rows, 2F] activations", "[rows] or [rows, 1] per-row scale") has the rows as its
+// first dimension; every output of such an op does too. Properties that cut, empty or refill rows
+// (zero rows, batch invariance) use these and name no op.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <rapidcheck/Gen.h>
+
+#include "core/case.h"
+#include "core/registry.h"
+
+namespace bitparity::props {
+
+// Names of the op's row inputs in a direction; empty when the op is not row-wise.
+std::vector<std::string> row_inputs(const OpInfo& op, Direction d);
+
+// The case's row count (the first dimension its row inputs share); throws std::logic_error when
+// the row inputs disagree or the op has none.
+int64_t case_rows(const Case& c);
+
+// Rows [r0, r0 + n) of a tensor whose first dimension is rows; rank and other dims unchanged.
+Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n);
+
+// The case restricted to rows [r0, r0 + n): every row input cut, the rest (bias, attrs) kept.
+Case take_rows(const Case& c, int64_t r0, int64_t n);
+
+// The case with every row except `keep` refilled with fresh random values of the same dtype
+// and shape (each row input drawn anew by core/gen, then row `keep` copied back).
+rc::Gen<Case> refill_other_rows(const Case& c, int64_t keep);
+
+}  // namespace bitparity::props

@@ -1,0 +1,242 @@
+// Transcribed from the PTX that nvcc 13.0 emits for libdevice.10.bc's __nv_expf, __nv_logf and
+// __nv_log1pf (non-FTZ, -O2, sm_90); reference/math/libdevice_ptx.md keeps that PTX and what the
+// exhaustive GPU check established. Every fp32 step below is one IEEE operation rounded to nearest even
+// unless its comment says otherwise: this file must be compiled with -ffp-contract=off.
+#include "reference/math/device_math.h"
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+namespace bitparity::ref::math {
+namespace {
+
+constexpr float f32(uint32_t bits) { return std::bit_cast<float>(bits); }
+constexpr uint32_t bits_of(float v) { return std::bit_cast<uint32_t>(v); }
+
+float canonical_nan() { return f32(kCanonicalNanBits); }
+float canonicalize(float v) { return std::isnan(v) ? canonical_nan() : v; }
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// --- __nv_expf constants (rule 12) --------------------------------------------------------------
+constexpr float kLog2eHi = f32(0x3FB8AA3B);   // c1: log2(e), high part
+constexpr float kLog2eLo = f32(0x32A57060);   // c2: log2(e), low part
+constexpr float kRoundBias = f32(0x4B400000);  // c3: 1.5 * 2^23 (12582912) in the bitcode
+// c4 = c1 / 252: the reduced argument is scaled so that saturate() maps a to [0, 1].
+const float kLog2eOver252 = kLog2eHi / 252.0f;
+constexpr float kExpSteps = 252.0f;
+// The addend of the fma.rm, (-126 + c3) + 127 = 0x4B400001 (12582913), and the bias that turns j
+// back into the integer exponent d, c3 + 127 = 0x4B40007F. Both sums are exact in fp32.
+constexpr float kJAddend = (-126.0f + kRoundBias) + 127.0f;
+constexpr float kJBias = kRoundBias + 127.0f;
+static_assert(std::bit_cast<uint32_t>(kJAddend) == 0x4B400001u);
+static_assert(std::bit_cast<uint32_t>(kJBias) == 0x4B40007Fu);
+
+// cvt.sat.f32.f32: clamp to [0, 1]; NaN becomes +0.
+float saturate(float t) {
+  if (std::isnan(t)) return 0.0f;
+  if (t < 0.0f) return 0.0f;
+  if (t > 1.0f) return 1.0f;
+  return t;
+}
+
+// fma.rm.f32(t, 252, 0x4B400001) for t in [0, 1]. The exact value lies in [2^23, 2^24), where
+// fp32 spacing is 1, so rounding down is the floor; t * 252 is exact in fp64 (24 + 8 bits).
+float fma_rm_exponent(float t) {
+  return kJAddend + static_cast<float>(std::floor(static_cast<double>(t) * static_cast<double>(kExpSteps)));
+}
+
+// --- __nv_logf constants ------------------------------------------------------------------------
+constexpr float kLogfTiny = f32(0x00800000);         // 2^-126: smaller inputs are scaled by 2^23
+constexpr float kTwo23 = f32(0x4B000000);            // 2^23
+constexpr float kTwoM23 = f32(0x34000000);           // 2^-23
+constexpr float kLogfTinyExponent = -23.0f;          // 0xC1B80000
+constexpr uint32_t kLogfMantissaOffset = 0x3F2AAAABu;  // splits x = 2^e * m with m in [2/3, 4/3)
+constexpr float kLn2 = f32(0x3F317218);
+constexpr uint32_t kLogfPoly[9] = {0xBE055027, 0x3E1039F6, 0xBDF8CDCC, 0x3E0F2955, 0xBE2AD8B9,
+                                   0x3E4CED0B, 0xBE7FFF22, 0x3EAAAA78, 0xBF000000};
+
+// --- __nv_log1pf constants ----------------------------------------------------------------------
+constexpr uint32_t kLog1pfMantissaOffset = 0x3F400000u;  // splits 1 + x with m in [3/4, 3/2)
+constexpr uint32_t kFourBits = 0x40800000u;              // 4.0
+constexpr float kQuarter = 0.25f;
+constexpr uint32_t kLog1pfPoly[9] = {0xBD39BF78, 0x3DD80012, 0xBE0778E0, 0x3E146475, 0xBE2A68DD,
+                                     0x3E4CAF9E, 0xBE800042, 0x3EAAAAE6, 0xBF000000};
+
+// Horner over the coefficient list exactly as libdevice nests it:
+// p = fma(c0, f, c1); p = fma(p, f, c_k) for k = 2..8.
+float horner(const uint32_t (&c)[9], float f) {
+  float p = std::fma(f32(c[0]), f, f32(c[1]));
+  for (int k = 2; k < 9; ++k) p = std::fma(p, f, f32(c[k]));
+  return p;
+}
+
+}  // namespace
+
+const char* math_model_name(MathModel model) {
+  return model == MathModel::kLibdevice ? "libdevice" : "cr";
+}
+
+float add_rz(float a, float b) {
+  const float s = a + b;  // RNE
+  if (std::isinf(s) && std::isfinite(a) && std::isfinite(b)) {
+    return std::copysign(std::numeric_limits<float>::max(), s);  // RZ never overflows
+  }
+  if (!std::isfinite(s)) return s;
+  // TwoSum: err = (a + b) - s exactly.
+  const float bb = s - a;
+  const float err = (a - (s - bb)) + (b - bb);
+  // RNE went away from zero when the error points back toward zero: step one ulp toward zero.
+  if ((s > 0.0f && err < 0.0f) || (s < 0.0f && err > 0.0f)) return std::nextafter(s, 0.0f);
+  return s;
+}
+
+// --- ex2.approx.ftz.f32 (rule 12) ---------------------------------------------------------------
+
+float ex2_approx(const Ex2Tables& tables, float r) {
+  const uint32_t b = bits_of(r);
+  const uint32_t mag = b & 0x7FFFFFFFu;
+  const bool negative = (b >> 31) != 0;
+  if (mag > 0x7F800000u) return canonical_nan();
+  if (mag == 0x7F800000u) return negative ? 0.0f : kInf;
+  if (mag < 0x00800000u) return 1.0f;  // FTZ input: |r| < 2^-126 counts as 0
+  const int exponent = static_cast<int>(mag >> 23) - 127;  // |r| = m * 2^(exponent - 23)
+  if (exponent >= 7) return negative ? 0.0f : kInf;       // |r| >= 128
+  const uint32_t m = (mag & 0x7FFFFFu) | 0x800000u;
+  // |r| * 2^23 truncated to an integer: i * 2^23 + f.
+  uint32_t fixed = 0;
+  if (exponent >= 0) {
+    fixed = m << exponent;
+  } else if (exponent > -24) {
+    fixed = m >> -exponent;
+  }
+  const uint32_t i = fixed >> kEx2FractionBits;
+  const uint32_t f = fixed & (kEx2TableSize - 1);
+  if (!negative) {
+    const uint32_t t = bits_of(tables.tp[f]);
+    if ((t >> 23) + i >= 255u) return kInf;
+    return f32(t + (i << 23));
+  }
+  const uint32_t t = bits_of(tables.tn[f]);
+  if ((t >> 23) <= i) return 0.0f;  // below 2^-126: FTZ output
+  return f32(t - (i << 23));
+}
+
+float ex2_approx(float r) { return ex2_approx(default_ex2_tables(), r); }
+
+// --- __nv_expf ------------------------------------------------------------------------------------
+
+ExpfFactors libdevice_expf_factors(const Ex2Tables& tables, float a) {
+  const float t = saturate(std::fma(a, kLog2eOver252, 0.5f));  // fma.rn, cvt.sat
+  const float j = fma_rm_exponent(t);                           // fma.rm(t, 252, 0x4B400001)
+  const float d = j - kJBias;                                   // add.f32 j, -0x4B40007F (exact)
+  const float r = std::fma(a, kLog2eLo, std::fma(a, kLog2eHi, -d));
+  const float s = f32(bits_of(j) << 23);                        // 2^d
+  return {ex2_approx(tables, r), s};
+}
+
+float libdevice_expf(const Ex2Tables& tables, float a) {
+  const ExpfFactors e = libdevice_expf_factors(tables, a);
+  return canonicalize(e.mantissa * e.scale);  // mul.f32, no FTZ
+}
+
+// --- __nv_logf ------------------------------------------------------------------------------------
+
+float libdevice_logf(float a) {
+  float x = a;
+  float fi = 0.0f;
+  if (x < kLogfTiny) {  // setp.lt.f32 (false for NaN)
+    x = x * kTwo23;
+    fi = kLogfTinyExponent;
+  }
+  const uint32_t ix = bits_of(x);
+  const uint32_t e = (ix - kLogfMantissaOffset) & 0xFF800000u;
+  const float m = f32(ix - e);
+  const float fe = std::fma(static_cast<float>(static_cast<int32_t>(e)), kTwoM23, fi);
+  const float f = m - 1.0f;
+  const float p = horner(kLogfPoly, f);
+  float q = f * p;
+  q = std::fma(q, f, f);
+  float r = std::fma(fe, kLn2, q);
+  if (!(ix < 0x7F800000u)) r = std::fma(x, kInf, kInf);  // negative, +Inf, NaN
+  if (x == 0.0f) r = -kInf;
+  return canonicalize(r);
+}
+
+// --- __nv_log1pf ----------------------------------------------------------------------------------
+
+float libdevice_log1pf(float a) {
+  const float u = add_rz(a, 1.0f);
+  const uint32_t e = (bits_of(u) - kLog1pfMantissaOffset) & 0xFF800000u;
+  const uint32_t ia = bits_of(a);
+  const float m = f32(ia - e);
+  const float s = f32(kFourBits - e);
+  const float t = std::fma(kQuarter, s, -1.0f);
+  const float f = t + m;
+  const float fe = static_cast<float>(static_cast<int32_t>(e)) * kTwoM23;
+  const float p = horner(kLog1pfPoly, f);
+  float q = f * p;
+  q = std::fma(q, f, f);
+  float r = std::fma(fe, kLn2, q);
+  if (!(ia < 0x7F800000u)) {                                   // negative, +Inf, NaN
+    if (!(static_cast<int32_t>(ia) < static_cast<int32_t>(0xBF800001u))) {  // a < -1, +Inf, NaN
+      r = std::fma(a, kInf, kInf);
+    }
+    if (a == 0.0f) r = -0.0f;
+  }
+  return canonicalize(r);
+}
+
+// --- the two models -------------------------------------------------------------------------------
+
+namespace {
+float cr_expf(float x) { return canonicalize(static_cast<float>(std::exp(static_cast<double>(x)))); }
+float cr_logf(float x) { return canonicalize(static_cast<float>(std::log(static_cast<double>(x)))); }
+float cr_log1pf(float x) { return canonicalize(static_cast<float>(std::log1p(static_cast<double>(x)))); }
+}  // namespace
+
+float expf(MathModel model, float x) {
+  return model == MathModel::kLibdevice ? libdevice_expf(default_ex2_tables(), x) : cr_expf(x);
+}
+
+float logf(MathModel model, float x) {
+  return model == MathModel::kLibdevice ? libdevice_logf(x) : cr_logf(x);
+}
+
+float log1pf(MathModel model, float x) {
+  return model == MathModel::kLibdevice ? libdevice_log1pf(x) : cr_log1pf(x);
+}
+
+float libdevice_sigmoid(const Ex2Tables& tables, float x) {
+  const ExpfFactors e = libdevice_expf_factors(tables, -x);
+  return canonicalize(1.0f / std::fma(e.mantissa, e.scale, 1.0f));  // rcp.rn(fma.rn(ex2, s, 1))
+}
+
+float libdevice_silu(const Ex2Tables& tables, float x) {
+  const ExpfFactors e = libdevice_expf_factors(tables, -x);
+  return canonicalize(x / std::fma(e.mantissa, e.scale, 1.0f));  // div.rn(x, fma.rn(ex2, s, 1))
+}
+
+float libdevice_softplus(const Ex2Tables& tables, float x) {
+  if (x > kSoftplusThreshold) return x;  // setp.gt.f32: NaN takes the formula
+  return libdevice_log1pf(libdevice_expf(tables, x));
+}
+
+float sigmoid(MathModel model, float x) {
+  if (model == MathModel::kCorrectlyRounded) return canonicalize(1.0f / (1.0f + cr_expf(-x)));
+  return libdevice_sigmoid(default_ex2_tables(), x);
+}
+
+float silu(MathModel model, float x) {
+  if (model == MathModel::kCorrectlyRounded) return canonicalize(x / (1.0f + cr_expf(-x)));
+  return libdevice_silu(default_ex2_tables(), x);
+}
+
+float softplus(MathModel model, float x) {
+  if (model == MathModel::kLibdevice) return libdevice_softplus(default_ex2_tables(), x);
+  if (x > kSoftplusThreshold) return x;
+  return cr_log1pf(cr_expf(x));
+}
+
+}  // namespace bitparity::ref::math

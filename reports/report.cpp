@@ -1,0 +1,447 @@
+#include "reports/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <tuple>
+
+#include "core/error.h"
+
+namespace bitparity::reports {
+namespace {
+
+using nlohmann::json;
+
+// Finding kinds that get their own column in the text table, in the order they are shown.
+const std::vector<std::string> kTableKinds = {"bit_mismatch", "shape_mismatch", "error_mismatch"};
+
+std::string path_of(const std::string& field, const std::string& key) {
+  return field.empty() ? key : field + "." + key;
+}
+
+const json& require(const json& object, const std::string& key, const std::string& field) {
+  if (!object.is_object()) throw ParseError(field, "expected an object, got " + std::string(object.type_name()));
+  auto it = object.find(key);
+  if (it == object.end()) throw ParseError(path_of(field, key), "missing");
+  return *it;
+}
+
+std::string get_string(const json& object, const std::string& key, const std::string& field) {
+  const json& v = require(object, key, field);
+  if (!v.is_string()) throw ParseError(path_of(field, key), "expected a string, got " + std::string(v.type_name()));
+  return v.get<std::string>();
+}
+
+int64_t get_int(const json& object, const std::string& key, const std::string& field) {
+  const json& v = require(object, key, field);
+  if (!v.is_number_integer()) throw ParseError(path_of(field, key), "expected an integer, got " + std::string(v.type_name()));
+  return v.get<int64_t>();
+}
+
+double get_number(const json& object, const std::string& key, const std::string& field) {
+  const json& v = require(object, key, field);
+  if (!v.is_number()) throw ParseError(path_of(field, key), "expected a number, got " + std::string(v.type_name()));
+  return v.get<double>();
+}
+
+bool get_bool(const json& object, const std::string& key, const std::string& field) {
+  const json& v = require(object, key, field);
+  if (!v.is_boolean()) throw ParseError(path_of(field, key), "expected true or false, got " + std::string(v.type_name()));
+  return v.get<bool>();
+}
+
+std::vector<std::string> get_strings(const json& object, const std::string& key, const std::string& field) {
+  const json& v = require(object, key, field);
+  const std::string path = path_of(field, key);
+  if (!v.is_array()) throw ParseError(path, "expected an array of strings");
+  std::vector<std::string> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) throw ParseError(path + "[" + std::to_string(i) + "]", "expected a string");
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+
+std::map<std::string, int64_t> get_count_map(const json& object, const std::string& key, const std::string& field) {
+  const json& v = require(object, key, field);
+  const std::string path = path_of(field, key);
+  if (!v.is_object()) throw ParseError(path, "expected an object of counts");
+  std::map<std::string, int64_t> out;
+  for (const auto& [name, count] : v.items()) {
+    if (!count.is_number_integer() || count.get<int64_t>() < 0)
+      throw ParseError(path + "." + name, "expected a non-negative integer");
+    out[name] = count.get<int64_t>();
+  }
+  return out;
+}
+
+const json& require_array(const json& object, const std::string& key, const std::string& field) {
+  const json& v = require(object, key, field);
+  if (!v.is_array()) throw ParseError(path_of(field, key), "expected an array");
+  return v;
+}
+
+void add_counts(std::map<std::string, int64_t>& into, const std::map<std::string, int64_t>& from) {
+  for (const auto& [name, n] : from) into[name] += n;
+}
+
+int64_t sum(const std::map<std::string, int64_t>& counts) {
+  int64_t total = 0;
+  for (const auto& [name, n] : counts) total += n;
+  return total;
+}
+
+json run_to_json(const RunInfo& run) {
+  json contracts = json::array();
+  for (const ContractNote& c : run.contracts)
+    contracts.push_back({{"op", c.op}, {"contract", c.contract}, {"derived_from", c.derived_from}});
+  return {{"seed", run.seed},
+          {"budget_seconds", run.budget_seconds},
+          {"elapsed_seconds", run.elapsed_seconds},
+          {"max_cases", run.max_cases ? json(*run.max_cases) : json(nullptr)},
+          {"shards", run.shards},
+          {"backends", run.backends},
+          {"pairs", run.pairs},
+          {"contracts", contracts},
+          {"commit", run.commit},
+          {"date", run.date},
+          {"device", run.device},
+          {"tool_version", run.tool_version},
+          {"interrupted", run.interrupted}};
+}
+
+RunInfo run_from_json(const json& j) {
+  const std::string f = "run";
+  RunInfo run;
+  const json& seed = require(j, "seed", f);
+  if (!seed.is_number_unsigned()) throw ParseError("run.seed", "expected a non-negative integer");
+  run.seed = seed.get<uint64_t>();
+  run.budget_seconds = get_number(j, "budget_seconds", f);
+  run.elapsed_seconds = get_number(j, "elapsed_seconds", f);
+  if (const json& m = require(j, "max_cases", f); !m.is_null()) run.max_cases = get_int(j, "max_cases", f);
+  run.shards = get_strings(j, "shards", f);
+  run.backends = get_strings(j, "backends", f);
+  run.pairs = get_strings(j, "pairs", f);
+  const json& contracts = require_array(j, "contracts", f);
+  for (size_t i = 0; i < contracts.size(); ++i) {
+    const std::string p = "run.contracts[" + std::to_string(i) + "]";
+    run.contracts.push_back({get_string(contracts[i], "op", p), get_string(contracts[i], "contract", p),
+                             get_string(contracts[i], "derived_from", p)});
+  }
+  run.commit = get_string(j, "commit", f);
+  run.date = get_string(j, "date", f);
+  run.device = get_string(j, "device", f);
+  run.tool_version = get_string(j, "tool_version", f);
+  run.interrupted = get_bool(j, "interrupted", f);
+  return run;
+}
+
+json counts_to_json(const PairCounts& c) {
+  return {{"op", c.op},
+          {"direction", c.direction},
+          {"pair", {c.a, c.b}},
+          {"cases", c.cases},
+          {"agreements", c.agreements},
+          {"skips", c.skips},
+          {"mismatches", c.mismatches},
+          {"new_findings", c.new_findings},
+          {"known_findings", c.known_findings}};
+}
+
+std::pair<std::string, std::string> get_pair(const json& object, const std::string& field) {
+  const std::vector<std::string> pair = get_strings(object, "pair", field);
+  if (pair.size() != 2) throw ParseError(path_of(field, "pair"), "expected two backend names [a, b]");
+  return {pair[0], pair[1]};
+}
+
+PairCounts counts_from_json(const json& j, const std::string& f) {
+  PairCounts c;
+  c.op = get_string(j, "op", f);
+  c.direction = get_string(j, "direction", f);
+  std::tie(c.a, c.b) = get_pair(j, f);
+  c.cases = get_int(j, "cases", f);
+  c.agreements = get_int(j, "agreements", f);
+  c.skips = get_count_map(j, "skips", f);
+  c.mismatches = get_count_map(j, "mismatches", f);
+  c.new_findings = get_count_map(j, "new_findings", f);
+  c.known_findings = get_int(j, "known_findings", f);
+  return c;
+}
+
+json finding_to_json(const FindingRecord& r) {
+  return {{"signature", r.signature}, {"file", r.file}, {"op", r.op},   {"direction", r.direction},
+          {"pair", {r.a, r.b}},       {"kind", r.kind}, {"output", r.output}, {"pins", r.pins},
+          {"message", r.message},     {"first", r.first}};
+}
+
+FindingRecord finding_from_json(const json& j, const std::string& f) {
+  FindingRecord r;
+  r.signature = get_string(j, "signature", f);
+  r.file = get_string(j, "file", f);
+  r.op = get_string(j, "op", f);
+  r.direction = get_string(j, "direction", f);
+  std::tie(r.a, r.b) = get_pair(j, f);
+  r.kind = get_string(j, "kind", f);
+  r.output = get_string(j, "output", f);
+  r.pins = get_string(j, "pins", f);
+  r.message = get_string(j, "message", f);
+  r.first = require(j, "first", f);
+  return r;
+}
+
+// Totals over every row, written beside the rows for readers; recomputed, never read back.
+json totals_json(const Report& report) {
+  PairCounts total;
+  for (const PairCounts& c : report.counts) {
+    total.cases += c.cases;
+    total.agreements += c.agreements;
+    total.known_findings += c.known_findings;
+    add_counts(total.skips, c.skips);
+    add_counts(total.mismatches, c.mismatches);
+    add_counts(total.new_findings, c.new_findings);
+  }
+  return {{"cases", total.cases},           {"agreements", total.agreements}, {"skips", total.skips},
+          {"mismatches", total.mismatches}, {"new_findings", total.new_findings},
+          {"known_findings", total.known_findings}};
+}
+
+// --- JUnit XML ---------------------------------------------------------------------------------
+
+std::string xml_escape(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const unsigned char u = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // Control characters other than tab and newline are not allowed in XML 1.0 at all.
+        if (u < 0x20 && ch != '\n' && ch != '\t') out += "?";
+        else out += ch;
+    }
+  }
+  return out;
+}
+
+// One JUnit testcase: the counts of one op x pair over both directions, and its findings.
+struct CaseRow {
+  std::string op, a, b;
+  PairCounts counts;  // directions summed
+  std::vector<const FindingRecord*> failures, divergences;
+  bool skipped() const { return counts.cases > 0 && counts.cases == sum(counts.skips); }
+};
+
+std::vector<CaseRow> junit_rows(const Report& report) {
+  std::map<std::tuple<std::string, std::string, std::string>, CaseRow> rows;
+  for (const PairCounts& c : report.counts) {
+    CaseRow& row = rows[{c.op, c.a, c.b}];
+    row.op = c.op, row.a = c.a, row.b = c.b;
+    row.counts.cases += c.cases;
+    row.counts.agreements += c.agreements;
+    row.counts.known_findings += c.known_findings;
+    add_counts(row.counts.skips, c.skips);
+    add_counts(row.counts.mismatches, c.mismatches);
+  }
+  for (const FindingRecord& f : report.findings) {
+    CaseRow& row = rows[{f.op, f.a, f.b}];
+    row.op = f.op, row.a = f.a, row.b = f.b;
+    (is_failure(f) ? row.failures : row.divergences).push_back(&f);
+  }
+  std::vector<CaseRow> out;
+  for (auto& [key, row] : rows) out.push_back(std::move(row));
+  return out;
+}
+
+std::string counts_text(const PairCounts& c) {
+  std::string s = "cases=" + std::to_string(c.cases) + " agreements=" + std::to_string(c.agreements);
+  for (const auto& [reason, n] : c.skips) s += " skipped(" + reason + ")=" + std::to_string(n);
+  for (const auto& [kind, n] : c.mismatches) s += " " + kind + "=" + std::to_string(n);
+  s += " known=" + std::to_string(c.known_findings);
+  return s;
+}
+
+std::string finding_text(const FindingRecord& f) {
+  std::string s = f.signature + "\n" + f.message + "\n";
+  if (!f.file.empty()) s += "To reproduce: bitparity replay " + f.file + "\n";
+  return s;
+}
+
+std::string junit_testcase(const CaseRow& row, const std::string& duration) {
+  std::string s = "    <testcase classname=\"bitparity." + xml_escape(row.op) + "\" name=\"" +
+                  xml_escape(row.a + " vs " + row.b) + "\" time=\"" + duration + "\">\n";
+  if (!row.failures.empty()) {
+    std::set<std::string> kinds;
+    std::string body;
+    for (const FindingRecord* f : row.failures) kinds.insert(f->kind), body += finding_text(*f) + "\n";
+    std::string type;
+    for (const std::string& k : kinds) type += (type.empty() ? "" : ",") + k;
+    s += "      <failure message=\"" + std::to_string(row.failures.size()) + " new finding(s)\" type=\"" +
+         xml_escape(type) + "\">" + xml_escape(body) + "</failure>\n";
+  } else if (row.skipped()) {
+    s += "      <skipped message=\"every case was skipped: " + xml_escape(counts_text(row.counts)) + "\"/>\n";
+  }
+  std::string out = counts_text(row.counts) + "\n";
+  for (const FindingRecord* f : row.divergences) out += "divergence (documented, not a failure): " + finding_text(*f);
+  s += "      <system-out>" + xml_escape(out) + "</system-out>\n";
+  return s + "    </testcase>\n";
+}
+
+std::string fixed(double value, int decimals) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
+  return buffer;
+}
+
+std::string pad(const std::string& text, size_t width, bool right) {
+  if (text.size() >= width) return text;
+  const std::string fill(width - text.size(), ' ');
+  return right ? fill + text : text + fill;
+}
+
+}  // namespace
+
+PairCounts& counts_for(Report& report, const std::string& op, const std::string& direction, const std::string& a,
+                       const std::string& b) {
+  for (PairCounts& c : report.counts)
+    if (c.op == op && c.direction == direction && c.a == a && c.b == b) return c;
+  PairCounts c;
+  c.op = op, c.direction = direction, c.a = a, c.b = b;
+  report.counts.push_back(std::move(c));
+  return report.counts.back();
+}
+
+bool is_failure(const FindingRecord& finding) { return finding.pins != "divergence"; }
+
+json report_to_json(const Report& report) {
+  json counts = json::array(), findings = json::array();
+  for (const PairCounts& c : report.counts) counts.push_back(counts_to_json(c));
+  for (const FindingRecord& f : report.findings) findings.push_back(finding_to_json(f));
+  return {{"format", std::string(kReportFormat)},
+          {"run", run_to_json(report.run)},
+          {"totals", totals_json(report)},
+          {"counts", counts},
+          {"findings", findings}};
+}
+
+Report report_from_json(const json& j) {
+  const std::string format = get_string(j, "format", "");
+  if (format != kReportFormat)
+    throw ParseError("format", "expected \"" + std::string(kReportFormat) + "\", got \"" + format + "\"");
+  Report report;
+  report.run = run_from_json(require(j, "run", ""));
+  const json& counts = require_array(j, "counts", "");
+  for (size_t i = 0; i < counts.size(); ++i)
+    report.counts.push_back(counts_from_json(counts[i], "counts[" + std::to_string(i) + "]"));
+  const json& findings = require_array(j, "findings", "");
+  for (size_t i = 0; i < findings.size(); ++i)
+    report.findings.push_back(finding_from_json(findings[i], "findings[" + std::to_string(i) + "]"));
+  return report;
+}
+
+std::string junit_xml(const Report& report) {
+  const std::vector<CaseRow> rows = junit_rows(report);
+  size_t failures = 0, skipped = 0;
+  for (const CaseRow& row : rows) failures += !row.failures.empty(), skipped += row.failures.empty() && row.skipped();
+  const std::string counts = "tests=\"" + std::to_string(rows.size()) + "\" failures=\"" + std::to_string(failures) +
+                             "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\"";
+  const std::string elapsed = fixed(report.run.elapsed_seconds, 3);
+  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  s += "<testsuites name=\"bitparity\" " + counts + " time=\"" + elapsed + "\">\n";
+  s += "  <testsuite name=\"bitparity.campaign\" " + counts + " time=\"" + elapsed + "\" timestamp=\"" +
+       xml_escape(report.run.date) + "\">\n    <properties>\n";
+  auto property = [&s](const std::string& name, const std::string& value) {
+    s += "      <property name=\"" + xml_escape(name) + "\" value=\"" + xml_escape(value) + "\"/>\n";
+  };
+  property("seed", std::to_string(report.run.seed));
+  property("commit", report.run.commit);
+  property("device", report.run.device);
+  property("tool_version", report.run.tool_version);
+  for (const ContractNote& c : report.run.contracts)
+    property("contract." + c.op + "." + c.contract, c.derived_from.empty() ? "-" : c.derived_from);
+  s += "    </properties>\n";
+  // Per-testcase time is not measured (cases of all pairs interleave); 0 keeps parsers happy.
+  for (const CaseRow& row : rows) s += junit_testcase(row, "0");
+  return s + "  </testsuite>\n</testsuites>\n";
+}
+
+std::string text_table(const Report& report) {
+  std::vector<std::vector<std::string>> table;
+  std::vector<std::string> header = {"op", "dir", "pair", "cases", "agree", "skip"};
+  for (const std::string& kind : kTableKinds) header.push_back(kind);
+  header.push_back("new");
+  table.push_back(header);
+  PairCounts total;
+  for (const PairCounts& c : report.counts) {
+    std::vector<std::string> row = {c.op, c.direction, c.a + " vs " + c.b, std::to_string(c.cases),
+                                    std::to_string(c.agreements), std::to_string(sum(c.skips))};
+    for (const std::string& kind : kTableKinds)
+      row.push_back(std::to_string(c.mismatches.count(kind) ? c.mismatches.at(kind) : 0));
+    row.push_back(std::to_string(sum(c.new_findings)));
+    table.push_back(row);
+    total.cases += c.cases, total.agreements += c.agreements;
+    add_counts(total.skips, c.skips), add_counts(total.mismatches, c.mismatches);
+    add_counts(total.new_findings, c.new_findings);
+  }
+  std::vector<std::string> last = {"total", "", "", std::to_string(total.cases), std::to_string(total.agreements),
+                                   std::to_string(sum(total.skips))};
+  for (const std::string& kind : kTableKinds)
+    last.push_back(std::to_string(total.mismatches.count(kind) ? total.mismatches.at(kind) : 0));
+  last.push_back(std::to_string(sum(total.new_findings)));
+  table.push_back(last);
+
+  std::vector<size_t> widths(header.size(), 0);
+  for (const auto& row : table)
+    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+  std::string s;
+  for (const auto& row : table) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) line += (i ? "  " : "") + pad(row[i], widths[i], i >= 3);
+    s += line + "\n";
+  }
+  return s;
+}
+
+Report merge_reports(const std::vector<Report>& reports) {
+  Report merged;
+  if (reports.empty()) return merged;
+  merged.run = reports.front().run;
+  merged.run.shards.clear();
+  std::set<std::string> signatures;
+  for (const Report& r : reports) {
+    for (const std::string& shard : r.run.shards) merged.run.shards.push_back(shard);
+    merged.run.elapsed_seconds = std::max(merged.run.elapsed_seconds, r.run.elapsed_seconds);
+    merged.run.interrupted = merged.run.interrupted || r.run.interrupted;
+    for (const std::string& p : r.run.pairs)
+      if (std::find(merged.run.pairs.begin(), merged.run.pairs.end(), p) == merged.run.pairs.end())
+        merged.run.pairs.push_back(p);
+    for (const std::string& b : r.run.backends)
+      if (std::find(merged.run.backends.begin(), merged.run.backends.end(), b) == merged.run.backends.end())
+        merged.run.backends.push_back(b);
+    for (const PairCounts& c : r.counts) {
+      PairCounts& into = counts_for(merged, c.op, c.direction, c.a, c.b);
+      into.cases += c.cases;
+      into.agreements += c.agreements;
+      into.known_findings += c.known_findings;
+      add_counts(into.skips, c.skips);
+      add_counts(into.mismatches, c.mismatches);
+    }
+  }
+  // Two shards may find the same signature: it is one finding, and the other is a known one.
+  for (const Report& r : reports)
+    for (const FindingRecord& f : r.findings) {
+      PairCounts& row = counts_for(merged, f.op, f.direction, f.a, f.b);
+      if (signatures.insert(f.signature).second) {
+        merged.findings.push_back(f);
+        ++row.new_findings[f.kind];
+      } else {
+        ++row.known_findings;
+      }
+    }
+  return merged;
+}
+
+}  // namespace bitparity::reports

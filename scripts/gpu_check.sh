@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The whole GPU check in one call: the GPU tests (cuda_vs_ref_test, label gpu), compute-sanitizer
+# memcheck and racecheck on that binary, the kernel and launch benchmarks, and a short table last.
+#
+#   scripts/gpu_check.sh stage   Here, where the build dependencies are (RapidCheck, MPFR, CLI11,
+#                                nlohmann-json): build the two programs and stage them, with the
+#                                shared libraries a bare GPU machine may lack, in build/gpu-carry.
+#                                Carry that folder to the GPU machine.
+#   scripts/gpu_check.sh run     On the GPU machine: run everything from build/gpu-carry (staging
+#                                first where it is missing and this machine can build).
+#   scripts/gpu_check.sh         stage if needed, then run.
+#
+# Environment: RESULTS (default build/gpu-check) receives logs, gtest XML, Google Benchmark JSON
+# and summary.txt; ARCHIVE_TO, if set, receives summary.txt, bench.json and logs.tar.gz only (the
+# device tool brings back few files). JOBS: test shards run in parallel (default: cores, at most
+# 8). RC_CASES: RapidCheck cases per property (default 100); MEMCHECK_RC_CASES (15) and
+# RACECHECK_RC_CASES (40) under the sanitizers.
+# BENCH_FILTER: a --benchmark_filter regex. SKIP_SANITIZER=1, SKIP_BENCH=1 leave parts out.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build/gpu}
+CARRY=$ROOT/build/gpu-carry
+RESULTS=${RESULTS:-$ROOT/build/gpu-check}
+RC_CASES=${RC_CASES:-100}
+MEMCHECK_RC_CASES=${MEMCHECK_RC_CASES:-15}
+RACECHECK_RC_CASES=${RACECHECK_RC_CASES:-40}
+JOBS=${JOBS:-$(nproc)}
+((JOBS > 8)) && JOBS=8
+
+stage() {
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
+  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test swiglu_bench || return 1
+  rm -rf "$CARRY"
+  mkdir -p "$CARRY/lib"
+  cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/swiglu_bench" "$CARRY/"
+  strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/swiglu_bench"
+  # Every shared library but the C and C++ runtimes, which the GPU machine has in newer versions.
+  ldd "$CARRY/cuda_vs_ref_test" "$CARRY/swiglu_bench" | awk '$3 ~ /^\// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
+  echo "staged in $CARRY: $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
+}
+
+run() {
+  if [[ ! -x $CARRY/cuda_vs_ref_test || ! -x $CARRY/swiglu_bench ]]; then
+    echo "gpu_check: $CARRY is missing; staging here" >&2
+    stage || { echo "gpu_check: cannot build here (see above)" >&2; exit 1; }
+  fi
+  export LD_LIBRARY_PATH=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  rm -rf "$RESULTS"
+  mkdir -p "$RESULTS/logs" "$RESULTS/failures"
+  local logs=$RESULTS/logs
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv \
+    >"$logs/nvidia-smi.csv" 2>&1
+  export BITPARITY_CUDA_CHECKED=1 BITPARITY_FAILURE_DIR=$RESULTS/failures
+  local test=$CARRY/cuda_vs_ref_test t0=$SECONDS
+
+  # Tests in parallel shards, the sanitizers beside them (timing does not matter here).
+  for ((i = 0; i < JOBS; ++i)); do
+    GTEST_TOTAL_SHARDS=$JOBS GTEST_SHARD_INDEX=$i RC_PARAMS="max_success=$RC_CASES" \
+      "$test" --gtest_output="xml:$logs/tests-$i.xml" >"$logs/tests-$i.log" 2>&1 &
+  done
+  if [[ ${SKIP_SANITIZER:-0} != 1 ]]; then
+    # Generated cases of every subject, plus the large shape of the two reducing backward kernels.
+    # CudaRuntime.* is left out: it provokes a failing cudaMalloc on purpose.
+    local filter='Registry/CudaVsRef.BitIdentical*:Registry/CudaVsRefLarge.*swiglu_scale_bwd_megatron_eager:Registry/CudaVsRefLarge.*swiglu_scale_bwd_paddle_fused'
+    RC_PARAMS="max_success=$MEMCHECK_RC_CASES" compute-sanitizer --tool memcheck --leak-check full \
+      "$test" --gtest_filter="$filter" >"$logs/memcheck.log" 2>&1 &
+    RC_PARAMS="max_success=$RACECHECK_RC_CASES" compute-sanitizer --tool racecheck --racecheck-report all \
+      "$test" --gtest_filter='Registry/CudaVsRef.BitIdentical*' >"$logs/racecheck.log" 2>&1 &
+  fi
+  wait
+  echo "tests and sanitizers: $((SECONDS - t0)) s" >"$logs/timing.txt"
+
+  if [[ ${SKIP_BENCH:-0} != 1 ]]; then
+    t0=$SECONDS
+    "$CARRY/swiglu_bench" ${BENCH_FILTER:+--benchmark_filter="$BENCH_FILTER"} \
+      --benchmark_out="$RESULTS/bench.json" --benchmark_out_format=json >"$logs/bench.log" 2>&1
+    echo "benchmarks: $((SECONDS - t0)) s" >>"$logs/timing.txt"
+  fi
+
+  summarize | tee "$RESULTS/summary.txt"
+  if [[ -n ${ARCHIVE_TO:-} ]]; then
+    cp "$RESULTS/summary.txt" "$ARCHIVE_TO/"
+    [[ -f $RESULTS/bench.json ]] && cp "$RESULTS/bench.json" "$ARCHIVE_TO/"
+    tar czf "$ARCHIVE_TO/logs.tar.gz" -C "$RESULTS" logs failures
+  fi
+}
+
+summarize() {
+  python3 - "$RESULTS" <<'EOF'
+import glob, json, os, re, sys
+import xml.etree.ElementTree as ET
+
+results = sys.argv[1]
+logs = os.path.join(results, "logs")
+passed = failed = skipped = 0
+failures, findings, device = [], [], ""
+for path in sorted(glob.glob(os.path.join(logs, "tests-*.xml"))):
+    for case in ET.parse(path).getroot().iter("testcase"):
+        if case.get("result") == "suppressed":
+            continue
+        name = case.get("classname") + "." + case.get("name")
+        if case.find("failure") is not None:
+            failed += 1
+            failures.append(name)
+        elif case.find("skipped") is not None or case.get("result") == "skipped":
+            skipped += 1
+        else:
+            passed += 1
+for path in sorted(glob.glob(os.path.join(logs, "tests-*.log"))):
+    text = open(path, errors="replace").read()
+    findings += [l.strip() for l in text.splitlines() if l.startswith("[ FINDING  ]")]
+    m = re.search(r"^device: (.*)$", text, re.M)
+    device = device or (m.group(1) if m else "")
+xml_count = len(glob.glob(os.path.join(logs, "tests-*.xml")))
+print()
+print("== bitparity GPU check" + (": " + device if device else "") + " ==")
+print(f"tests (label gpu, {xml_count} shards): passed {passed}, failed {failed}, skipped {skipped}")
+for f in failures:
+    print(f"  FAILED {f}")
+print(f"findings: {len(findings)}")
+for f in findings:
+    print("  " + f[:220])
+
+def sanitizer(tool, pattern):
+    path = os.path.join(logs, tool + ".log")
+    if not os.path.exists(path):
+        return "not run"
+    text = open(path, errors="replace").read()
+    lines = re.findall(pattern, text, re.M)
+    tests = re.search(r"^\[  (PASSED|FAILED)  \].*$", text, re.M)
+    return "; ".join(lines[-2:] or ["no summary line (see logs/" + tool + ".log)"]) + (
+        " | tests: " + tests.group(0).strip() if tests else "")
+print("compute-sanitizer memcheck: " + sanitizer("memcheck", r"^=+ (?:LEAK|ERROR) SUMMARY.*$"))
+print("compute-sanitizer racecheck: " + sanitizer("racecheck", r"^=+ (?:RACECHECK|ERROR) SUMMARY.*$"))
+
+bench_path = os.path.join(results, "bench.json")
+if os.path.exists(bench_path):
+    data = json.load(open(bench_path))
+    print()
+    print(f"{'kernel (bf16)':28s} {'rows':>6s} {'F':>5s} {'us':>8s} {'GB/s':>7s} {'copy GB/s':>9s} {'% copy':>7s}")
+    below, kernels = [], 0
+    for b in data["benchmarks"]:
+        name = b["name"]
+        if "error_occurred" in b and b["error_occurred"]:
+            print(f"{name}: {b.get('error_message', 'error')}")
+            continue
+        m = re.match(r"(.*)/bf16/rows:(\d+)/F:(\d+)", name)
+        if m:
+            pct = b["pct_of_copy"]
+            kernels += 1
+            print(f"{m.group(1):28s} {m.group(2):>6s} {m.group(3):>5s} {b['real_time']:8.1f} {b['GB/s']:7.0f} "
+                  f"{b['copy_GB/s']:9.0f} {pct:6.1f}%")
+            if pct < 80:
+                below.append(f"{m.group(1)} rows {m.group(2)} F {m.group(3)}: {pct:.1f}%")
+        elif "us_per_launch" in b:
+            print(f"{name:40s} {b['us_per_launch']:.2f} us per launch")
+        elif name.startswith("launch/"):
+            print(f"{name:40s} {b['real_time']:.2f} {b['time_unit']} per launch+sync")
+    if kernels == 0:
+        print("floor (80 % of copy): no kernel results")
+    else:
+        print("floor (80 % of copy) at every large shape: " + ("met" if not below else "NOT met: " + "; ".join(below)))
+else:
+    print("benchmarks: not run")
+timing = os.path.join(logs, "timing.txt")
+if os.path.exists(timing):
+    print("time: " + "; ".join(l.strip() for l in open(timing)))
+EOF
+}
+
+case ${1:-all} in
+  stage) stage ;;
+  run) run ;;
+  all) [[ -x $CARRY/cuda_vs_ref_test ]] || stage || exit 1; run ;;
+  summarize) summarize ;;
+  *) echo "usage: $0 [stage|run|summarize]" >&2; exit 2 ;;
+esac
