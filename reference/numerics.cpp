@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "reference/math/device_math.h"
 
 namespace bitparity::ref {
 namespace {
@@ -24,15 +25,16 @@ int64_t pow2_floor_capped(int64_t n) {
 
 }  // namespace
 
-float device_expf(float x) { return static_cast<float>(std::exp(static_cast<double>(x))); }
+float device_expf(float x) { return math::expf(math::MathModel::kLibdevice, x); }
 
-float device_log1pf(float x) { return static_cast<float>(std::log1p(static_cast<double>(x))); }
+float device_log1pf(float x) { return math::log1pf(math::MathModel::kLibdevice, x); }
 
-float softplus_f32(float x) { return x > kSoftplusThreshold ? x : device_log1pf(device_expf(x)); }
+// The formulas as nvcc compiles them (math/device_math.h: the denominator's contraction).
+float softplus_f32(float x) { return math::softplus(math::MathModel::kLibdevice, x); }
 
-float sigmoid_f32(float x) { return 1.0f / (1.0f + device_expf(-x)); }
+float sigmoid_f32(float x) { return math::sigmoid(math::MathModel::kLibdevice, x); }
 
-float silu_f32(float x) { return x / (1.0f + device_expf(-x)); }
+float silu_f32(float x) { return math::silu(math::MathModel::kLibdevice, x); }
 
 
 float cuda_fminf(float x, float y) {

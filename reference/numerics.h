@@ -10,15 +10,12 @@
 
 namespace bitparity::ref {
 
-// expf as the CUDA kernels compute it. Until the libdevice model lands this is the correctly
-// rounded exp (fp64 exp rounded once to fp32), which rule 3 shows reproduces every bf16 output.
+// expf and log1pf as the CUDA kernels compute them: libdevice's __nv_expf and __nv_log1pf,
+// emulated bit for bit (rule 12, reference/math/device_math.h).
 float device_expf(float x);
 float device_log1pf(float x);
 
-// Softplus threshold of ATen's default (beta = 1, threshold = 20): above it softplus(x) = x.
-inline constexpr float kSoftplusThreshold = 20.0f;
-
-// Rule 2, fp32 formulas, each operation rounded once to fp32.
+// Rule 2, fp32 formulas as nvcc compiles them from ATen's (and Paddle's) source.
 float sigmoid_f32(float x);  // 1 / (1 + expf(-x))
 float silu_f32(float x);     // x / (1 + expf(-x)), a division, not x * sigmoid(x)
 float softplus_f32(float x); // x > 20 ? x : log1pf(expf(x))
