@@ -54,6 +54,18 @@ void BM_Logf_Libdevice_BitPatterns(benchmark::State& s) { run<rm::logf>(s, rm::M
 void BM_Log1pf_Libdevice_BitPatterns(benchmark::State& s) { run<rm::log1pf>(s, rm::MathModel::kLibdevice, bit_pattern_inputs()); }
 void BM_Silu_Libdevice_Activations(benchmark::State& s) { run<rm::silu>(s, rm::MathModel::kLibdevice, activation_inputs()); }
 
+// The batched form: a block's table entries are prefetched before they are read.
+void BM_ExpfN_Libdevice_Activations(benchmark::State& state) {
+  const std::vector<float>& x = activation_inputs();
+  std::vector<float> y(x.size());
+  rm::default_ex2_tables();
+  for (auto _ : state) {
+    rm::expf_n(rm::MathModel::kLibdevice, x, y);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(x.size()));
+}
+
 void BM_Ex2TableDecode(benchmark::State& state) {
   const std::vector<unsigned char> bytes = rm::encode_ex2_tables(rm::default_ex2_tables());
   for (auto _ : state) benchmark::DoNotOptimize(rm::decode_ex2_tables(bytes));
@@ -62,6 +74,7 @@ void BM_Ex2TableDecode(benchmark::State& state) {
 
 BENCHMARK(BM_Expf_Libdevice_Activations);
 BENCHMARK(BM_Expf_Libdevice_BitPatterns);
+BENCHMARK(BM_ExpfN_Libdevice_Activations);
 BENCHMARK(BM_Expf_Cr_Activations);
 BENCHMARK(BM_Logf_Libdevice_BitPatterns);
 BENCHMARK(BM_Log1pf_Libdevice_BitPatterns);

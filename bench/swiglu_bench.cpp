@@ -4,7 +4,9 @@
 // times the kernel with CUDA events (UseManualTime), and in the same loop times a device-to-device
 // cudaMemcpy that moves the same number of bytes (half read, half written): the roofline the
 // kernel is compared with. Input sets rotate so that each launch starts with cold L2; inputs are
-// random moderate values, never zeros. Counters: bytes, GB/s, copy_GB/s, pct_of_copy.
+// random moderate values, never zeros. Counters: bytes, GB/s, copy_GB/s, pct_of_copy. Each
+// kernel runs at every ILP the launchers offer (work items whose loads a thread issues together;
+// same bits, different speed): ilp:1 is the shipped default until a measurement says otherwise.
 // Run with --benchmark_out=FILE --benchmark_out_format=json for Google Benchmark's own JSON.
 #include <algorithm>
 #include <cstdint>
@@ -32,6 +34,7 @@ constexpr double kMinTimeSeconds = 0.1;
 constexpr size_t kL2Bytes = size_t{50} << 20;  // H200
 constexpr int kColdL2Multiple = 3;             // rotate until the sets exceed 3 L2s
 constexpr int kLaunchBatch = 100;              // launches per iteration of the latency benchmarks
+constexpr int kIlpValues[] = {1, 2, 4};        // gpu/swiglu_kernels.h: 1 is the default
 
 enum class Family { kSwiglu, kMegatronScale, kPaddleScale };
 
@@ -93,24 +96,25 @@ Set make_set(const KernelSpec& k, int64_t rows, int64_t F, uint64_t seed) {
   return s;
 }
 
-void launch(const KernelSpec& k, const Set& s, int64_t rows, int64_t F, cudaStream_t stream) {
+void launch(const KernelSpec& k, const Set& s, int64_t rows, int64_t F, int ilp, cudaStream_t stream) {
   switch (k.family) {
     case Family::kSwiglu:
     case Family::kMegatronScale:
       if (!k.backward) {
         gpu::MegatronForward p;
         p.rows = rows, p.F = F, p.y = s.y.get(), p.out = s.out.get(), p.stream = stream;
-        p.scale = s.scale.get(), p.scale_dtype = DType::kFP32;
+        p.scale = s.scale.get(), p.scale_dtype = DType::kFP32, p.ilp = ilp;
         gpu::launch_megatron_forward(p);
       } else if (k.family == Family::kSwiglu) {
         gpu::MegatronBackward p;
         p.rows = rows, p.F = F, p.y = s.y.get(), p.g = s.g.get(), p.d_y = s.d_y.get(), p.stream = stream;
+        p.ilp = ilp;
         gpu::launch_megatron_backward(p);
       } else {
         gpu::MegatronScaleBackward p;
         p.rows = rows, p.F = F, p.y = s.y.get(), p.g = s.g.get(), p.scale = s.scale.get();
         p.scale_dtype = DType::kFP32, p.plan = gpu::torch_row_sum_plan(F, rows);
-        p.d_y = s.d_y.get(), p.d_scale = s.d_scale.get(), p.stream = stream;
+        p.d_y = s.d_y.get(), p.d_scale = s.d_scale.get(), p.stream = stream, p.ilp = ilp;
         gpu::launch_megatron_scale_backward(p);
       }
       return;
@@ -118,11 +122,12 @@ void launch(const KernelSpec& k, const Set& s, int64_t rows, int64_t F, cudaStre
       if (!k.backward) {
         gpu::PaddleForward p;
         p.rows = rows, p.F = F, p.y = s.y.get(), p.scale = s.scale.get(), p.out = s.out.get(), p.stream = stream;
+        p.ilp = ilp;
         gpu::launch_paddle_forward(p);
       } else {
         gpu::PaddleBackward p;
         p.rows = rows, p.F = F, p.y = s.y.get(), p.g = s.g.get(), p.scale = s.scale.get();
-        p.d_y = s.d_y.get(), p.d_scale = s.d_scale.get(), p.stream = stream;
+        p.d_y = s.d_y.get(), p.d_scale = s.d_scale.get(), p.stream = stream, p.ilp = ilp;
         gpu::launch_paddle_backward(p);
       }
       return;
@@ -154,7 +159,7 @@ class Events {
   cudaEvent_t start_{}, stop_{};
 };
 
-void kernel_benchmark(benchmark::State& state, const KernelSpec& k, int64_t rows, int64_t F) {
+void kernel_benchmark(benchmark::State& state, const KernelSpec& k, int64_t rows, int64_t F, int ilp) {
   if (const auto why = gpu::unavailable_reason()) {
     state.SkipWithError(why->c_str());
     return;
@@ -177,7 +182,7 @@ void kernel_benchmark(benchmark::State& state, const KernelSpec& k, int64_t rows
                "cudaMemcpyAsync");
   };
   for (int i = 0; i < kWarmUpLaunches; ++i) {
-    launch(k, sets[i % sets.size()], rows, F, stream);
+    launch(k, sets[i % sets.size()], rows, F, ilp, stream);
     copy(i % sets.size());
   }
   gpu::synchronize();
@@ -187,7 +192,7 @@ void kernel_benchmark(benchmark::State& state, const KernelSpec& k, int64_t rows
   size_t i = 0;
   for (auto _ : state) {
     const size_t set = i++ % sets.size();
-    const double t = events.time(stream, [&] { launch(k, sets[set], rows, F, stream); });
+    const double t = events.time(stream, [&] { launch(k, sets[set], rows, F, ilp, stream); });
     state.SetIterationTime(t);
     kernel_seconds += t;
     copy_seconds += events.time(stream, [&] { copy(set); });
@@ -202,6 +207,7 @@ void kernel_benchmark(benchmark::State& state, const KernelSpec& k, int64_t rows
   state.counters["copy_GB/s"] = copy_gbs;
   state.counters["pct_of_copy"] = 100.0 * gbs / copy_gbs;
   state.counters["rotated_sets"] = static_cast<double>(sets.size());
+  state.counters["ilp"] = ilp;
 }
 
 // --- launch latency ------------------------------------------------------------------------------
@@ -274,12 +280,13 @@ void register_benchmarks() {
   for (const KernelSpec& k : kernels())
     for (int64_t rows : kRowCounts)
       for (int64_t F : kHiddenSizes)
-        benchmark::RegisterBenchmark(
-            (k.name + "/bf16/rows:" + std::to_string(rows) + "/F:" + std::to_string(F)).c_str(),
-            [k, rows, F](benchmark::State& state) { kernel_benchmark(state, k, rows, F); })
-            ->UseManualTime()
-            ->MinTime(kMinTimeSeconds)
-            ->Unit(benchmark::kMicrosecond);
+        for (int ilp : kIlpValues) {
+          const std::string name = k.name + "/bf16/rows:" + std::to_string(rows) + "/F:" + std::to_string(F) +
+                                   "/ilp:" + std::to_string(ilp);
+          benchmark::RegisterBenchmark(name.c_str(), [k, rows, F, ilp](benchmark::State& state) {
+            kernel_benchmark(state, k, rows, F, ilp);
+          })->UseManualTime()->MinTime(kMinTimeSeconds)->Unit(benchmark::kMicrosecond);
+        }
   benchmark::RegisterBenchmark("launch/empty_kernel", BM_LaunchEmptyKernel)->UseManualTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("launch/empty_kernel_graph_replay", BM_LaunchEmptyKernelGraph)
       ->UseManualTime()

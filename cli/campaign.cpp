@@ -67,7 +67,8 @@ std::vector<const OpInfo*> selected_ops(const Registry& registry, const std::vec
 }
 
 std::vector<Target> make_targets(const Registry& registry, const CampaignOptions& options) {
-  for (const BackendPair& pair : options.pairs) require_available(registry, pair.a), require_available(registry, pair.b);
+  for (const BackendPair& pair : options.pairs)
+    require_available(registry, pair.a), require_available(registry, pair.b);
   std::vector<Target> targets;
   std::set<std::string> used_pairs;
   for (const OpInfo* op : selected_ops(registry, options.ops)) {
@@ -79,7 +80,8 @@ std::vector<Target> make_targets(const Registry& registry, const CampaignOptions
   }
   for (const BackendPair& pair : options.pairs)
     if (!used_pairs.count(pair.name()))
-      throw std::runtime_error("--pair " + pair.a + "," + pair.b + " applies to no selected op: no op has both "
+      throw std::runtime_error("--pair " + pair.a + "," + pair.b +
+                               " applies to no selected op: no op has both "
                                "implementations (see `bitparity list`)");
   if (targets.empty()) throw std::runtime_error("nothing to run: no selected op has two implementations to compare");
   return targets;
@@ -114,7 +116,9 @@ struct SideOrError {
 class Campaign {
  public:
   Campaign(const Registry& registry, const CampaignOptions& options)
-      : registry_(registry), options_(options), targets_(make_targets(registry, options)),
+      : registry_(registry),
+        options_(options),
+        targets_(make_targets(registry, options)),
         shard_seed_(shard_seed(options.seed, options.shard)) {
     if (!options.corpus_dir.empty()) known_ = corpus::load_signatures(options.corpus_dir);
     fill_run_info(report_.run, options, targets_);
@@ -124,7 +128,8 @@ class Campaign {
     start_ = last_progress_ = Clock::now();
     for (int64_t local = 0;; ++local) {
       const int64_t global = local * options_.shard.count + options_.shard.index;
-      if (interrupted() || elapsed() >= options_.budget_seconds || (options_.max_cases && global >= *options_.max_cases))
+      if (interrupted() || elapsed() >= options_.budget_seconds ||
+          (options_.max_cases && global >= *options_.max_cases))
         break;
       run_case(local, global);
       report_progress(false);
@@ -225,15 +230,15 @@ class Campaign {
     Case smallest = fuzz::shrink_case(op, c, still_fails, shrink_options).smallest;
     DiffResult result = corpus::diff_case(registry_, smallest, pair, compare_options());
     // A backend that does not reproduce its own result (nondeterminism) keeps the original case.
-    if (result.outcome != Outcome::kFinding || result.kind != r.kind || result.output != r.output)
-      return {c, r};
+    if (result.outcome != Outcome::kFinding || result.kind != r.kind || result.output != r.output) return {c, r};
     return {std::move(smallest), std::move(result)};
   }
 
   void write_finding(const Target& target, const BackendPair& pair, const Case& c, const DiffResult& r,
                      const std::string& signature, int64_t global) {
-    const corpus::Provenance provenance{options_.seed,  global,          options_.shard.name(), options_.commit,
-                                        options_.device, options_.tool_version, utc_now()};
+    const corpus::Provenance provenance{options_.seed,   global,          options_.shard.name(),
+                                        options_.commit, options_.device, options_.tool_version,
+                                        utc_now()};
     const std::string pins = corpus::default_pin(pair, options_.same_contract_pin);
     const nlohmann::json entry =
         corpus::make_entry(*target.op, c, pair, r, signature, pins, provenance, options_.strict_nan);
@@ -260,7 +265,9 @@ class Campaign {
     std::snprintf(line, sizeof line, "campaign %s: %.1fs / %.0fs, %lld cases (%.0f/s), %zu new findings%s\n",
                   options_.shard.name().c_str(), seconds, options_.budget_seconds, static_cast<long long>(cases_),
                   seconds > 0 ? static_cast<double>(cases_) / seconds : 0.0, report_.findings.size(),
-                  final && interrupted() ? " (interrupted)" : final ? " (done)" : "");
+                  final && interrupted() ? " (interrupted)"
+                  : final                ? " (done)"
+                                         : "");
     *options_.progress << line << std::flush;
   }
 
@@ -268,8 +275,8 @@ class Campaign {
   const CampaignOptions& options_;
   std::vector<Target> targets_;
   uint64_t shard_seed_;
-  std::set<std::string> known_;               // signatures in the corpus and found so far
-  std::map<std::string, int> raw_shrinks_;    // unshrunk signature -> times shrunk
+  std::set<std::string> known_;             // signatures in the corpus and found so far
+  std::map<std::string, int> raw_shrinks_;  // unshrunk signature -> times shrunk
   std::set<std::string> warned_;
   reports::Report report_;
   Clock::time_point start_, last_progress_;
@@ -321,7 +328,8 @@ std::vector<BackendPair> default_pairs(const Registry& registry, const OpInfo& o
   return pairs;
 }
 
-std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op, const std::vector<BackendPair>& requested) {
+std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
+                                   const std::vector<BackendPair>& requested) {
   if (requested.empty()) return default_pairs(registry, op);
   std::vector<BackendPair> pairs;
   for (const BackendPair& p : requested)

@@ -42,10 +42,10 @@ uint64_t case_seed(uint64_t shard_seed, int64_t local_index);
 struct CampaignOptions {
   double budget_seconds = 60;
   uint64_t seed = 0;
-  std::optional<int64_t> max_cases;       // bound on the global case index, over all shards
+  std::optional<int64_t> max_cases;        // bound on the global case index, over all shards
   std::vector<corpus::BackendPair> pairs;  // empty: default_pairs per op
-  std::vector<std::string> ops;           // empty: every op
-  std::filesystem::path corpus_dir;       // empty: findings are reported, not written
+  std::vector<std::string> ops;            // empty: every op
+  std::filesystem::path corpus_dir;        // empty: findings are reported, not written
   Shard shard;
   std::string same_contract_pin = "open";  // or "fixed", when the user asks
   bool strict_nan = false;

@@ -1,4 +1,5 @@
 // `bitparity campaign`: the nightly job (see campaign.h).
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <iostream>
@@ -70,14 +71,25 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
   return o;
 }
 
+// The new findings, bugs first; a long list is cut (the report has them all).
+void print_findings(const reports::Report& report) {
+  constexpr size_t kMaxFindingsListed = 20;
+  std::vector<const reports::FindingRecord*> ordered;
+  for (const reports::FindingRecord& f : report.findings) ordered.push_back(&f);
+  std::stable_partition(ordered.begin(), ordered.end(), [](const auto* f) { return reports::is_failure(*f); });
+  for (size_t i = 0; i < ordered.size() && i < kMaxFindingsListed; ++i)
+    std::cout << "new " << ordered[i]->pins << " finding: " << ordered[i]->signature << "\n"
+              << (ordered[i]->file.empty() ? "" : "  To reproduce: bitparity replay " + ordered[i]->file + "\n");
+  if (ordered.size() > kMaxFindingsListed)
+    std::cout << "... and " << ordered.size() - kMaxFindingsListed << " more new findings (see --report)\n";
+}
+
 int campaign(const Registry& registry, const CampaignFlags& flags) {
   const CampaignOptions options = options_from(registry, flags);
   StopOnSignals stop_on_signals;
   const reports::Report report = run_campaign(registry, options);
   std::cout << reports::text_table(report);
-  for (const reports::FindingRecord& f : report.findings)
-    std::cout << "new " << f.pins << " finding: " << f.signature << "\n"
-              << (f.file.empty() ? "" : "  To reproduce: bitparity replay " + f.file + "\n");
+  print_findings(report);
   if (!flags.report_file.empty()) write_output(flags.report_file, reports::report_to_json(report).dump(2) + "\n");
   if (!flags.junit_file.empty()) write_output(flags.junit_file, reports::junit_xml(report));
   if (report.run.interrupted) return kExitInterrupted;
@@ -91,30 +103,35 @@ int campaign(const Registry& registry, const CampaignFlags& flags) {
 Command add_campaign(CLI::App& root, const Registry& registry) {
   auto f = std::make_shared<CampaignFlags>();
   CLI::App* app = root.add_subcommand(
-      "campaign", "Generate random cases from every op's generator and run them through backend pairs for a time "
-                  "budget; shrink each new finding, write it to the corpus (named by content hash, deduplicated by "
-                  "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, "
-                  "else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
-                  "summary. Exit 0; 1 when a new same-contract finding (a bug) was written; 130 when interrupted "
-                  "(after writing the corpus and the summary).");
+      "campaign",
+      "Generate random cases from every op's generator and run them through backend pairs for a time "
+      "budget; shrink each new finding, write it to the corpus (named by content hash, deduplicated by "
+      "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, "
+      "else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
+      "summary. Exit 0; 1 when a new same-contract finding (a bug) was written; 130 when interrupted "
+      "(after writing the corpus and the summary).");
   app->add_option("--budget-seconds", f->budget_seconds, "wall-clock budget in seconds")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   // CLI11 would wrap "-3" into a huge unsigned seed; a typo must be an error instead.
   app->add_option("--seed", f->seed, "seed of the case stream")->check(CLI::NonNegativeNumber)->capture_default_str();
   app->add_option("--pair", f->pairs, "A,B backend pair; repeat for several (default: see above)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
-  app->add_option("--corpus", f->corpus_dir, "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "
-                                             "already there are not written again");
+  app->add_option("--corpus", f->corpus_dir,
+                  "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "
+                  "already there are not written again");
   app->add_option("--report", f->report_file, "write the bitparity-report/1 JSON summary here");
   app->add_option("--junit", f->junit_file, "write JUnit XML here (one testcase per op x pair)");
   app->add_option("--shard", f->shard, "run shard i of n (i/n): its own seed, every n-th case")->capture_default_str();
   app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards)")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--max-shrink-calls", f->max_shrink_calls, "predicate calls per shrink")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   app->add_option("--same-contract-pin", f->same_contract_pin,
                   "pin of new same-contract findings: open (reported) or fixed (replay fails until fixed)")
-      ->check(CLI::IsMember({"open", "fixed"}))->capture_default_str();
+      ->check(CLI::IsMember({"open", "fixed"}))
+      ->capture_default_str();
   app->add_flag("--strict-nan", f->strict_nan, "compare NaN payloads and signs bit for bit");
   app->add_flag("-q,--quiet", f->quiet, "no progress lines on stderr");
   app->footer(

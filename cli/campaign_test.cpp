@@ -1,6 +1,4 @@
 // The campaign on the fake "toy" registry: pairs, shards, deduplication, corpus writing, stop.
-#include "cli/campaign.h"
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -8,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cli/campaign.h"
 #include "core/error.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
@@ -22,7 +21,8 @@ using corpus::BackendPair;
 constexpr int64_t kCases = 300;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("bitparity_campaign_test_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("bitparity_campaign_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   return dir;
 }

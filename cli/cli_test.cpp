@@ -1,6 +1,4 @@
 // The command line end to end on the fake "toy" registry: exit codes, messages, files.
-#include "cli/app.h"
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -8,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cli/app.h"
 #include "core/case_json.h"
 #include "corpus/entry.h"
 #include "corpus/testing/fake_registry.h"
@@ -65,8 +64,10 @@ TEST_F(CliTest, ListShowsOpsContractsBackendsAndImplementations) {
   const Result r = run({"list"});
   EXPECT_EQ(r.code, 0);
   for (const char* text : {"toy - y = x * scale", "fwd: inputs x; outputs y", "scale (float)",
-                           "exact: one rounding [derived from arithmetic]", "fake_gpu - test double of a GPU backend: "
-                           "unavailable (no fake device)", "implementations: fake_gpu:exact, ref:exact"})
+                           "exact: one rounding [derived from arithmetic]",
+                           "fake_gpu - test double of a GPU backend: "
+                           "unavailable (no fake device)",
+                           "implementations: fake_gpu:exact, ref:exact"})
     EXPECT_NE(r.out.find(text), std::string::npos) << text << "\n" << r.out;
 }
 
@@ -105,8 +106,8 @@ TEST_F(CliTest, RunReportsRejectsAndParseErrorsWithExitTwo) {
 }
 
 TEST_F(CliTest, DiffExitsByVerdictAndArbitrates) {
-  Result r = run({"diff", "--case", write_case("three.json", testing::toy_case(1, 2, {3.0f, 1.0f})), "ref:exact",
-                  "ref:sloppy"});
+  Result r = run(
+      {"diff", "--case", write_case("three.json", testing::toy_case(1, 2, {3.0f, 1.0f})), "ref:exact", "ref:sloppy"});
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("First mismatch at y[0, 0]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ref:exact is closer"), std::string::npos) << r.out;
@@ -147,8 +148,16 @@ TEST_F(CliTest, FlagsAreStrict) {
 TEST_F(CliTest, CampaignReplayAndMerge) {
   const std::vector<std::string> common = {"--pair", "ref:exact,ref:sloppy", "--max-cases", "200", "-q"};
   auto campaign = [&](const std::string& shard) {
-    std::vector<std::string> args = {"campaign", "--seed", "5", "--shard", shard, "--corpus", path("s" + shard.substr(0, 1) + "/corpus"),
-                                     "--report", path("s" + shard.substr(0, 1) + "/report.json"), "--junit",
+    std::vector<std::string> args = {"campaign",
+                                     "--seed",
+                                     "5",
+                                     "--shard",
+                                     shard,
+                                     "--corpus",
+                                     path("s" + shard.substr(0, 1) + "/corpus"),
+                                     "--report",
+                                     path("s" + shard.substr(0, 1) + "/report.json"),
+                                     "--junit",
                                      path("s" + shard.substr(0, 1) + "/junit.xml")};
     args.insert(args.end(), common.begin(), common.end());
     return run(args);
@@ -179,7 +188,9 @@ TEST_F(CliTest, ReplayFailsWithAReproduceLineAndRefusesEmptyFolders) {
   const std::string c = write_case("two.json", testing::toy_case(1, 2, {2.0f, 1.0f}));
   // A divergence pinned on a case where the contracts agree: replay must fail.
   nlohmann::json entry = nlohmann::json::parse(std::ifstream(c));
-  entry["finding"] = {{"kind", "bit_mismatch"}, {"pair", {"ref:exact", "ref:sloppy"}}, {"output", "y"},
+  entry["finding"] = {{"kind", "bit_mismatch"},
+                      {"pair", {"ref:exact", "ref:sloppy"}},
+                      {"output", "y"},
                       {"signature", "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|plain"}};
   entry["pins"] = "divergence";
   const std::string stale = path("corpus/toy/stale.json");

@@ -13,8 +13,8 @@ namespace bitparity::cli {
 
 // Exit codes shared by every command.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitDifferent = 1;  // diff: not identical; replay: an entry failed; campaign: new bug
-inline constexpr int kExitError = 2;      // usage, parse or reject errors: the command could not do its job
+inline constexpr int kExitDifferent = 1;      // diff: not identical; replay: an entry failed; campaign: new bug
+inline constexpr int kExitError = 2;          // usage, parse or reject errors: the command could not do its job
 inline constexpr int kExitInterrupted = 130;  // SIGINT's shell convention (128 + 2); results were still written
 
 struct Command {

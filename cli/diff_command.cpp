@@ -17,8 +17,7 @@ struct DiffFlags {
 
 std::string number_text(const nlohmann::json& j) { return j.is_string() ? j.get<std::string>() : j.dump(); }
 
-void print_arbitration(const OpInfo& op, const Case& c, const corpus::BackendPair& pair,
-                       const corpus::DiffResult& r) {
+void print_arbitration(const OpInfo& op, const Case& c, const corpus::BackendPair& pair, const corpus::DiffResult& r) {
   const nlohmann::json arb = corpus::arbitration_json(op, c, pair, r);
   if (arb.is_null()) {
     std::cout << "Arbitration: no oracle for this output\n";
@@ -36,7 +35,8 @@ int diff(const Registry& registry, const DiffFlags& flags) {
   const corpus::DiffResult r = corpus::diff_case(registry, c, pair, CompareOptions{flags.strict_nan});
   std::cout << r.message << "\n";
   switch (r.outcome) {
-    case corpus::Outcome::kAgree: return kExitOk;
+    case corpus::Outcome::kAgree:
+      return kExitOk;
     case corpus::Outcome::kSkip:
       std::cerr << "error: the input is outside what a side models (" << r.kind << "); nothing was compared\n";
       return kExitError;
@@ -53,9 +53,10 @@ int diff(const Registry& registry, const DiffFlags& flags) {
 Command add_diff(CLI::App& root, const Registry& registry) {
   auto flags = std::make_shared<DiffFlags>();
   CLI::App* app = root.add_subcommand(
-      "diff", "Run one case through two backends and compare bit for bit: shapes first, then bits in the output "
-              "dtype (all NaNs equal unless --strict-nan; +0 and -0 differ). For the first mismatch, says which side "
-              "is closer to the op's oracle. Exit 0 identical, 1 different, 2 error.");
+      "diff",
+      "Run one case through two backends and compare bit for bit: shapes first, then bits in the output "
+      "dtype (all NaNs equal unless --strict-nan; +0 and -0 differ). For the first mismatch, says which side "
+      "is closer to the op's oracle. Exit 0 identical, 1 different, 2 error.");
   app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON)")->required();
   app->add_option("A", flags->a, "first backend, KIND:CONTRACT")->required();
   app->add_option("B", flags->b, "second backend, KIND:CONTRACT")->required();

@@ -27,11 +27,12 @@ void print_op(std::ostream& out, const Registry& registry, const OpInfo& op) {
     if (outputs != op.outputs.end()) print_tensor_docs(out, outputs->second);
   }
   out << "    attributes (optional; absent means not given):" << (op.attrs.empty() ? " none" : "") << "\n";
-  for (const AttrSpec& a : op.attrs) out << "      " << a.name << " (" << attr_type_name(a.type) << "): " << a.doc << "\n";
+  for (const AttrSpec& a : op.attrs)
+    out << "      " << a.name << " (" << attr_type_name(a.type) << "): " << a.doc << "\n";
   out << "    contracts:\n";
   for (const ContractInfo& c : op.contracts)
-    out << "      " << c.name << ": " << c.doc << (c.derived_from.empty() ? "" : " [derived from " + c.derived_from + "]")
-        << "\n";
+    out << "      " << c.name << ": " << c.doc
+        << (c.derived_from.empty() ? "" : " [derived from " + c.derived_from + "]") << "\n";
   std::string impls;
   for (const std::string& impl : registry.impls_of(op.name)) impls += (impls.empty() ? "" : ", ") + impl;
   out << "    implementations: " << (impls.empty() ? "none" : impls) << "\n";
@@ -49,8 +50,9 @@ void print_backends(std::ostream& out, const Registry& registry) {
 }  // namespace
 
 Command add_list(CLI::App& root, const Registry& registry) {
-  CLI::App* app = root.add_subcommand("list", "List ops (directions, inputs, outputs, attributes), contracts, "
-                                              "backends with their availability, and implementations per op.");
+  CLI::App* app = root.add_subcommand("list",
+                                      "List ops (directions, inputs, outputs, attributes), contracts, "
+                                      "backends with their availability, and implementations per op.");
   app->footer("Example:\n  bitparity list");
   return {app, [&registry] {
             std::cout << "ops:\n";

@@ -2,6 +2,4 @@
 #include "cli/app.h"
 #include "ops/builtin.h"
 
-int main(int argc, char** argv) {
-  return bitparity::cli::run_command_line(bitparity::builtin_registry(), argc, argv);
-}
+int main(int argc, char** argv) { return bitparity::cli::run_command_line(bitparity::builtin_registry(), argc, argv); }

@@ -85,9 +85,10 @@ int merge(const MergeFlags& flags) {
 Command add_merge(CLI::App& root, const Registry&) {
   auto flags = std::make_shared<MergeFlags>();
   CLI::App* app = root.add_subcommand(
-      "merge", "Join the outputs of campaign shards: corpus entries (deduplicated by signature, also against what "
-               "--out already holds) and bitparity-report/1 summaries (counts summed), found anywhere under each "
-               "shard folder.");
+      "merge",
+      "Join the outputs of campaign shards: corpus entries (deduplicated by signature, also against what "
+      "--out already holds) and bitparity-report/1 summaries (counts summed), found anywhere under each "
+      "shard folder.");
   app->add_option("--out", flags->out, "corpus folder to merge into")->required();
   app->add_option("--report", flags->report_file, "write the merged JSON summary here");
   app->add_option("--junit", flags->junit_file, "write the merged JUnit XML here");

@@ -70,9 +70,10 @@ int replay(const Registry& registry, const ReplayFlags& flags) {
 Command add_replay(CLI::App& root, const Registry& registry) {
   auto flags = std::make_shared<ReplayFlags>();
   CLI::App* app = root.add_subcommand(
-      "replay", "Replay corpus entries (files, or folders searched for *.json). pins \"divergence\": the pair must "
-                "still differ with the same kind and output; \"fixed\": the pair must now agree; \"open\": reported, "
-                "never fails. Exit 0 all passed, 1 an entry failed, 2 an entry could not be read.");
+      "replay",
+      "Replay corpus entries (files, or folders searched for *.json). pins \"divergence\": the pair must "
+      "still differ with the same kind and output; \"fixed\": the pair must now agree; \"open\": reported, "
+      "never fails. Exit 0 all passed, 1 an entry failed, 2 an entry could not be read.");
   app->add_option("paths", flags->paths, "corpus entries or folders")->required();
   app->add_flag("-v,--verbose", flags->verbose, "print the comparison of every entry, not only of failures");
   app->footer("Example:\n  bitparity replay corpus/\n  bitparity replay corpus/swiglu/3f9a0c1d2e3f4a5b.json");

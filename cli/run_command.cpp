@@ -27,8 +27,9 @@ int run(const Registry& registry, const RunFlags& flags) {
 Command add_run(CLI::App& root, const Registry& registry) {
   auto flags = std::make_shared<RunFlags>();
   CLI::App* app = root.add_subcommand(
-      "run", "Run one case through one backend and write the case with its \"outputs\" (bitparity-case/1). "
-             "A rejected input prints `error (<class>): message` and exits 2.");
+      "run",
+      "Run one case through one backend and write the case with its \"outputs\" (bitparity-case/1). "
+      "A rejected input prints `error (<class>): message` and exits 2.");
   app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON)")->required();
   app->add_option("--backend", flags->backend, "KIND:CONTRACT, e.g. ref:megatron_eager")->required();
   app->add_option("--out", flags->out, "result file (default: stdout); written atomically");

@@ -228,7 +228,7 @@ Case case_from_json(const json& j, const Registry& registry) {
 json parse_json_text(std::string_view text, const std::string& what) {
   try {
     return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e400)
     throw ParseError("", what + " is not valid JSON (" + e.what() + ")");
   }
 }

@@ -80,6 +80,13 @@ TensorMap run_impl(const Registry& registry, const std::string& backend_contract
     throw std::runtime_error(c.op + " has no contract '" + contract + "' (see `bitparity list`)");
   const Impl* impl = registry.impl(c.op, backend_contract);
   if (!impl) throw std::runtime_error(backend_contract + " does not implement " + c.op);
+  // Implementations may rely on every required input being present (the parser checks it for
+  // documents; generated, decoded and shrunk cases are checked here).
+  auto specs = info->inputs.find(c.direction);
+  if (specs == info->inputs.end())
+    throw RejectError("shape", c.op + " has no " + std::string(direction_name(c.direction)) + " direction");
+  for (const TensorSpec& s : specs->second)
+    if (!s.optional && !c.input(s.name)) throw RejectError("shape", c.op + ": missing required input " + s.name);
   return (*impl)(c);
 }
 

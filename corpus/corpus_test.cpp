@@ -83,7 +83,8 @@ TEST_F(CorpusTest, SignatureIgnoresPairOrderButNotClasses) {
   const DiffResult r = diff_case(registry, with_three, kExactVsSloppy);
   EXPECT_EQ(finding_signature(op, with_three, kExactVsSloppy, r),
             finding_signature(op, with_three, {"ref:sloppy", "ref:exact"}, r));
-  EXPECT_EQ(finding_signature(op, with_three, kExactVsSloppy, r), "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|has3");
+  EXPECT_EQ(finding_signature(op, with_three, kExactVsSloppy, r),
+            "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|has3");
   EXPECT_NE(finding_signature(op, toy_case(2, 1, {3.0f, 1.0f}), kExactVsSloppy, r),
             finding_signature(op, with_three, kExactVsSloppy, r));
 }
@@ -91,7 +92,8 @@ TEST_F(CorpusTest, SignatureIgnoresPairOrderButNotClasses) {
 TEST_F(CorpusTest, EntryRecordsFirstMismatchArbitrationAndPins) {
   const fs::path dir = fresh_dir("entry");
   const fs::path path = write(dir, with_three, kExactVsSloppy, default_pin(kExactVsSloppy));
-  EXPECT_EQ(path, dir / "toy" / (content_name(with_three, "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|has3") + ".json"));
+  EXPECT_EQ(path, dir / "toy" /
+                      (content_name(with_three, "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|has3") + ".json"));
   const nlohmann::json doc = nlohmann::json::parse(read(path));
   EXPECT_EQ(doc["pins"], "divergence");
   EXPECT_EQ(doc["finding"]["first"]["a_bits"], "0x4040");  // bf16 3.0
@@ -174,7 +176,10 @@ TEST_F(CorpusTest, BrokenEntriesNameTheFileAndTheField) {
   const std::string file = (dir / "broken.json").string();
   EXPECT_EQ(broken([](auto& d) { d["finding"].erase("pair"); }), file + ": finding.pair: missing");
   EXPECT_EQ(broken([](auto& d) { d["pins"] = "maybe"; }).rfind(file + ": pins: expected", 0), 0u);
-  EXPECT_EQ(broken([](auto& d) { d["finding"]["pair"] = {"ref:exact", "sloppy"}; }).rfind(file + ": finding.pair:", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) {
+              d["finding"]["pair"] = {"ref:exact", "sloppy"};
+            }).rfind(file + ": finding.pair:", 0),
+            0u);
   EXPECT_EQ(broken([](auto& d) { d["inputs"]["x"]["hex"] = "40"; }).rfind(file + ": inputs.x.hex:", 0), 0u);
   EXPECT_EQ(broken([](auto& d) { d["finding"]["kind"] = "bad"; }).rfind(file + ": finding.kind:", 0), 0u);
   fs::remove_all(dir);
@@ -197,7 +202,7 @@ TEST_F(CorpusTest, ContentNamesAreStableAndDistinct) {
   EXPECT_NE(content_name(with_three, "s"), content_name(without_three, "s"));
   EXPECT_NE(content_name(with_three, "s"), content_name(with_three, "t"));  // one entry per finding
   EXPECT_EQ(content_name(with_three, "s").size(), kNameDigits);
-  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);  // the FNV-1a offset basis
+  EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ull);   // the FNV-1a offset basis
   EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cull);  // published test vector
 }
 
@@ -209,7 +214,7 @@ TEST_F(CorpusTest, AtomicWriteLeavesOnlyTheFinishedFile) {
   EXPECT_EQ(read(path), "second");
   int files = 0;
   for (const auto& e : fs::recursive_directory_iterator(dir)) files += e.is_regular_file();
-  EXPECT_EQ(files, 1);  // no temporary left behind
+  EXPECT_EQ(files, 1);                         // no temporary left behind
   fs::create_directories(dir / "taken.json");  // a folder where the file should go: rename fails
   EXPECT_THROW(write_file_atomically(dir / "taken.json", "x"), std::runtime_error);
   files = 0;

@@ -46,7 +46,8 @@ bool BackendPair::same_contract() const {
 BackendPair parse_pair(const std::string& text, const std::string& field) {
   const size_t comma = text.find(',');
   if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos)
-    throw ParseError(field, "expected two backends A,B such as ref:megatron_eager,ref:paddle_fused; got '" + text + "'");
+    throw ParseError(field,
+                     "expected two backends A,B such as ref:megatron_eager,ref:paddle_fused; got '" + text + "'");
   BackendPair pair{text.substr(0, comma), text.substr(comma + 1)};
   split_backend_name(pair.a);  // both must read KIND:CONTRACT
   split_backend_name(pair.b);
@@ -126,10 +127,13 @@ json arbitration_json(const OpInfo& op, const Case& c, const BackendPair& pair, 
   }
   auto it = truths.find(d->name);
   if (it == truths.end() || d->first->index >= static_cast<int64_t>(it->second.size())) return nullptr;
-  const Arbitration arb = arbitrate(d->dtype, d->first->a_bits, d->first->b_bits,
-                                    it->second[static_cast<size_t>(d->first->index)]);
+  const Arbitration arb =
+      arbitrate(d->dtype, d->first->a_bits, d->first->b_bits, it->second[static_cast<size_t>(d->first->index)]);
   const std::string closer = arb.closer == "a" ? pair.a : arb.closer == "b" ? pair.b : "tie";
-  return {{"truth", std::isfinite(arb.truth) ? json(arb.truth) : json(std::isnan(arb.truth) ? "nan" : arb.truth > 0 ? "inf" : "-inf")},
+  return {{"truth", std::isfinite(arb.truth) ? json(arb.truth)
+                                             : json(std::isnan(arb.truth) ? "nan"
+                                                    : arb.truth > 0       ? "inf"
+                                                                          : "-inf")},
           {"a_ulps", ulps_json(arb.a_ulps)},
           {"b_ulps", ulps_json(arb.b_ulps)},
           {"closer", closer}};

@@ -45,10 +45,10 @@ enum class Outcome { kAgree, kSkip, kFinding };
 
 struct DiffResult {
   Outcome outcome = Outcome::kAgree;
-  std::string kind;    // a finding kind, or the skip reason ("unmodelled")
-  std::string output;  // the first differing output; empty for error mismatches
+  std::string kind;                      // a finding kind, or the skip reason ("unmodelled")
+  std::string output;                    // the first differing output; empty for error mismatches
   std::optional<Comparison> comparison;  // when both sides returned outputs
-  std::string message;  // format_comparison text, or what each side rejected
+  std::string message;                   // format_comparison text, or what each side rejected
 };
 
 // Both reject with one class: agreement. Either rejects as unmodelled: skip. One rejects, or they

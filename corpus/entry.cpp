@@ -72,7 +72,8 @@ void read_finding(const json& doc, Entry& entry) {
   entry.pair = read_pair(finding);
   entry.kind = require_string(finding, "kind", "finding");
   if (entry.kind != kBitMismatch && entry.kind != kShapeMismatch && entry.kind != kErrorMismatch)
-    throw ParseError("finding.kind", "expected bit_mismatch, shape_mismatch or error_mismatch, got \"" + entry.kind + "\"");
+    throw ParseError("finding.kind",
+                     "expected bit_mismatch, shape_mismatch or error_mismatch, got \"" + entry.kind + "\"");
   entry.output = require_string(finding, "output", "finding");
   entry.signature = require_string(finding, "signature", "finding");
   if (auto it = finding.find("strict_nan"); it != finding.end()) {
@@ -98,8 +99,7 @@ std::string default_pin(const BackendPair& pair, std::string_view same_contract_
 }
 
 json make_entry(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result,
-                const std::string& signature, const std::string& pins, const Provenance& provenance,
-                bool strict_nan) {
+                const std::string& signature, const std::string& pins, const Provenance& provenance, bool strict_nan) {
   json doc = case_to_json(c);
   doc["finding"] = {{"kind", result.kind},
                     {"pair", {pair.a, pair.b}},

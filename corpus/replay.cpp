@@ -18,9 +18,12 @@ std::optional<std::string> unavailable(const Registry& registry, const std::stri
 
 std::string describe(const DiffResult& r) {
   switch (r.outcome) {
-    case Outcome::kAgree: return "the pair agrees";
-    case Outcome::kSkip: return "skipped (" + r.kind + ")";
-    case Outcome::kFinding: return r.kind + (r.output.empty() ? "" : " in " + r.output);
+    case Outcome::kAgree:
+      return "the pair agrees";
+    case Outcome::kSkip:
+      return "skipped (" + r.kind + ")";
+    case Outcome::kFinding:
+      return r.kind + (r.output.empty() ? "" : " in " + r.output);
   }
   return "?";
 }
@@ -53,9 +56,12 @@ ReplayResult judge_open(const Entry& entry, const DiffResult& r) {
 
 std::string_view replay_status_name(ReplayStatus status) {
   switch (status) {
-    case ReplayStatus::kPass: return "PASS";
-    case ReplayStatus::kFail: return "FAIL";
-    case ReplayStatus::kSkip: return "SKIP";
+    case ReplayStatus::kPass:
+      return "PASS";
+    case ReplayStatus::kFail:
+      return "FAIL";
+    case ReplayStatus::kSkip:
+      return "SKIP";
   }
   return "?";
 }

@@ -50,9 +50,7 @@ std::string test_name(const fs::path& path) {
   return name;
 }
 
-TEST(Corpus, FolderExists) {
-  ASSERT_TRUE(fs::is_directory(kCorpusDir)) << "no corpus folder at " << kCorpusDir;
-}
+TEST(Corpus, FolderExists) { ASSERT_TRUE(fs::is_directory(kCorpusDir)) << "no corpus folder at " << kCorpusDir; }
 
 void register_entries() {
   const std::vector<fs::path> entries = find_json_files(kCorpusDir);

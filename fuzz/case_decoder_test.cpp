@@ -1,7 +1,5 @@
 // The byte decoder and the fuzz invariants, run on deterministic random bytes in every build (the
 // libFuzzer executables exist only in the clang `fuzz` preset).
-#include "fuzz/case_decoder.h"
-
 #include <random>
 
 #include <gtest/gtest.h>
@@ -9,6 +7,7 @@
 #include "core/case_json.h"
 #include "core/error.h"
 #include "corpus/testing/fake_registry.h"
+#include "fuzz/case_decoder.h"
 #include "fuzz/invariants.h"
 
 namespace bitparity::fuzz {

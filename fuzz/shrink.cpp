@@ -27,7 +27,8 @@ const std::vector<double>& simple_values() {
   static const std::vector<double> values = [] {
     std::vector<double> v = {0.0, 1.0, -1.0};
     for (int e = 1; e <= kMaxSimpleExponent; ++e)
-      for (double magnitude : {std::ldexp(1.0, e), std::ldexp(1.0, -e)}) v.push_back(magnitude), v.push_back(-magnitude);
+      for (double magnitude : {std::ldexp(1.0, e), std::ldexp(1.0, -e)})
+        v.push_back(magnitude), v.push_back(-magnitude);
     return v;
   }();
   return values;

@@ -28,8 +28,8 @@ struct ShrinkOptions {
 
 struct ShrinkResult {
   Case smallest;
-  int calls = 0;      // predicate calls made
-  int accepted = 0;   // steps that kept failing and were taken
+  int calls = 0;           // predicate calls made
+  int accepted = 0;        // steps that kept failing and were taken
   bool exhausted = false;  // stopped by max_calls or should_stop, not by reaching a fixpoint
 };
 

@@ -1,6 +1,4 @@
 // The shrinker against the fake "toy" op, with differential and synthetic predicates.
-#include "fuzz/shrink.h"
-
 #include <cmath>
 #include <set>
 
@@ -9,6 +7,7 @@
 #include "core/case_json.h"
 #include "corpus/differential.h"
 #include "corpus/testing/fake_registry.h"
+#include "fuzz/shrink.h"
 
 namespace bitparity::fuzz {
 namespace {
@@ -88,8 +87,8 @@ TEST_F(ShrinkTest, FewerDistinctValues) {
   };
   const std::vector<double> v = values_of(shrink_case(toy, failing, still_fails).smallest);
   EXPECT_EQ(std::set<double>(v.begin(), v.end()).size(), 1u) << v[0] << " " << v[1] << " " << v[2] << " " << v[3];
-  EXPECT_TRUE(still_fails(toy_case(1, 4, {static_cast<float>(v[0]), static_cast<float>(v[1]),
-                                         static_cast<float>(v[2]), static_cast<float>(v[3])})));
+  EXPECT_TRUE(still_fails(toy_case(
+      1, 4, {static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2]), static_cast<float>(v[3])})));
 }
 
 TEST_F(ShrinkTest, AttributesAreDroppedOrSimplified) {
@@ -110,8 +109,8 @@ TEST_F(ShrinkTest, StaysWithinTheDtypeAndKeepsValidBitPatterns) {
   Tensor x(DType::kFP8E4M3, {1, 1});
   x.set_bits(0, from_double(DType::kFP8E4M3, 448.0));  // the largest finite e4m3 value
   failing.inputs["x"] = x;
-  const ShrinkResult result = shrink_case(
-      toy, failing, [](const Case& c) { return any_element(c, [](double v) { return v > 300; }); });
+  const ShrinkResult result =
+      shrink_case(toy, failing, [](const Case& c) { return any_element(c, [](double v) { return v > 300; }); });
   const Tensor& out = *result.smallest.input("x");
   EXPECT_EQ(out.dtype(), DType::kFP8E4M3);
   // 512 (one significant bit) does not exist in e4m3; 384 (two bits) does.
@@ -122,10 +121,11 @@ TEST_F(ShrinkTest, AlwaysFailingPredicateReachesAFixpoint) {
   OpInfo stubborn = toy;
   stubborn.shrink_shape = [](const Case& c) { return std::vector<Case>{c, c}; };  // never smaller
   int calls = 0;
-  const ShrinkResult result = shrink_case(stubborn, toy_case(3, 5, std::vector<float>(15, 6.5f), 3.0), [&](const Case&) {
-    ++calls;
-    return true;
-  });
+  const ShrinkResult result =
+      shrink_case(stubborn, toy_case(3, 5, std::vector<float>(15, 6.5f), 3.0), [&](const Case&) {
+        ++calls;
+        return true;
+      });
   EXPECT_FALSE(result.exhausted);
   EXPECT_EQ(calls, result.calls);
   EXPECT_TRUE(result.smallest.attrs.empty());
@@ -136,10 +136,13 @@ TEST_F(ShrinkTest, PredicateCallsAreBounded) {
   int calls = 0;
   ShrinkOptions options;
   options.max_calls = 7;
-  const ShrinkResult result = shrink_case(toy, toy_case(4, 8, std::vector<float>(32, 2.75f)), [&](const Case& c) {
-    ++calls;
-    return c.input("x")->numel() > 3;
-  }, options);
+  const ShrinkResult result = shrink_case(
+      toy, toy_case(4, 8, std::vector<float>(32, 2.75f)),
+      [&](const Case& c) {
+        ++calls;
+        return c.input("x")->numel() > 3;
+      },
+      options);
   EXPECT_EQ(calls, 7);
   EXPECT_TRUE(result.exhausted);
 }
@@ -148,7 +151,8 @@ TEST_F(ShrinkTest, StopRequestEndsShrinking) {
   int calls = 0;
   ShrinkOptions options;
   options.should_stop = [&] { return calls >= 3; };
-  shrink_case(toy, toy_case(4, 8, std::vector<float>(32, 2.75f)), [&](const Case&) { return ++calls, true; }, options);
+  shrink_case(
+      toy, toy_case(4, 8, std::vector<float>(32, 2.75f)), [&](const Case&) { return ++calls, true; }, options);
   EXPECT_EQ(calls, 3);
 }
 
@@ -172,7 +176,7 @@ TEST(ValueCost, OrdersValuesFromSimplest) {
   EXPECT_LT(cost(3.0), cost(3.5));    // fewer significant bits
   EXPECT_LT(cost(3.5), cost(-3.5));
   EXPECT_LT(cost(1e30), cost(INFINITY));
-  EXPECT_EQ(value_cost(bf16, 0x7fc0), value_cost(bf16, 0xffc1));  // every NaN is equally complex
+  EXPECT_EQ(value_cost(bf16, 0x7fc0), value_cost(bf16, 0xffc1));               // every NaN is equally complex
   EXPECT_LT(value_cost(DType::kI32, 1), value_cost(DType::kI32, 0xffffffff));  // 1 before -1
   EXPECT_LT(value_cost(DType::kI32, 0xffffffff), value_cost(DType::kI32, 2));
 }

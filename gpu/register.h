@@ -9,10 +9,9 @@ namespace bitparity::gpu {
 
 void register_cuda(Registry& registry);
 
-// The same implementation with CUDA's expf replaced by a correctly rounded exp, the model the
-// reference's device_expf uses until it emulates libdevice (spec rule 12). Not a backend: a probe
-// that tells whether a mismatch of cuda:<contract> comes from expf alone. Empty when the op and
-// contract have no CUDA implementation.
-Impl cuda_impl_with_reference_expf(const std::string& op, const std::string& contract);
+// The implementation of cuda:<contract> with `ilp` work items loaded together per thread (1, 2
+// or 4; the registered one uses 1): a tuning knob that must not change a bit. Not a backend.
+// Empty when the op and contract have no CUDA implementation.
+Impl cuda_impl_with_ilp(const std::string& op, const std::string& contract, int ilp);
 
 }  // namespace bitparity::gpu

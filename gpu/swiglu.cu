@@ -29,7 +29,7 @@ struct PacketAt {
   int64_t row, col;
 };
 
-template <class Act, ExpModel M, int kIlp>
+template <class Act, int kIlp>
 __global__ void __launch_bounds__(kThreads) megatron_forward_kernel(MegatronForward p) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads) megatron_forward_kernel(MegatronForw
   const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 
   auto element = [&](float a, float b, float s) {
-    const float sw = megatron_swiglu<Act, M>(a, b, p.clamp);
+    const float sw = megatron_swiglu<Act>(a, b, p.clamp);
     return p.scale ? __fmul_rn(sw, s) : sw;  // f32(swiglu) * w, rounded once by the store
   };
 
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) megatron_forward_kernel(MegatronForw
   }
 }
 
-template <class Act, ExpModel M, int kIlp>
+template <class Act, int kIlp>
 __global__ void __launch_bounds__(kThreads) megatron_backward_kernel(MegatronBackward p) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kThreads) megatron_backward_kernel(MegatronBac
         float da[N], db[N];
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-          const MegatronGrad d = megatron_swiglu_back<Act, M>(
+          const MegatronGrad d = megatron_swiglu_back<Act>(
               true, Act::load(gv[u].e[i]), biased<Act>(Act::load(a[u].e[i]), bias, col + i),
               biased<Act>(Act::load(b[u].e[i]), bias, F + col + i), p.clamp);
           da[i] = d.da;
@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(kThreads) megatron_backward_kernel(MegatronBac
       const int64_t col = k - r * F;
       const S* row = y + r * 2 * F;
       const MegatronGrad d =
-          megatron_swiglu_back<Act, M>(true, Act::load(g[k]), biased<Act>(Act::load(row[col]), bias, col),
+          megatron_swiglu_back<Act>(true, Act::load(g[k]), biased<Act>(Act::load(row[col]), bias, col),
                                        biased<Act>(Act::load(row[F + col]), bias, F + col), p.clamp);
       d_y[r * 2 * F + col] = Act::store(d.da);
       d_y[r * 2 * F + F + col] = Act::store(d.db);
@@ -151,20 +151,20 @@ __global__ void __launch_bounds__(kThreads) megatron_backward_kernel(MegatronBac
   }
 }
 
-template <class Act, ExpModel M, int kIlp>
+template <class Act, int kIlp>
 struct ForwardLaunch {
   static void run(const MegatronForward& p) {
     const unsigned grid = grid_for(elementwise_items(p.rows, p.F, kPacket<Act>));
-    megatron_forward_kernel<Act, M, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    megatron_forward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
     check_launch("swiglu megatron_forward", p.stream);
   }
 };
 
-template <class Act, ExpModel M, int kIlp>
+template <class Act, int kIlp>
 struct BackwardLaunch {
   static void run(const MegatronBackward& p) {
     const unsigned grid = grid_for(elementwise_items(p.rows, p.F, kPacket<Act>));
-    megatron_backward_kernel<Act, M, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    megatron_backward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
     check_launch("swiglu megatron_backward", p.stream);
   }
 };

@@ -1,8 +1,10 @@
 // Device code shared by gpu/swiglu.cu and gpu/swiglu_scale.cu: element types, 16-byte packets,
 // and the element formulas of each contract, written operation by operation as the reference
-// writes them (reference/swiglu_common.cpp, reference/swiglu_scale.cpp). Every fp32 operation is
-// an explicit intrinsic (__fadd_rn, __fmul_rn, __fdiv_rn; __fmaf_rn where the reference writes
-// std::fma), so that nvcc cannot contract what the reference rounds twice.
+// writes them (reference/swiglu_common.cpp, reference/swiglu_scale.cpp, reference/math/
+// device_math.cpp). Every fp32 operation is an explicit intrinsic (__fadd_rn, __fmul_rn, __fdiv_rn;
+// __fmaf_rn where the reference writes std::fma), so that nvcc cannot contract what the reference
+// rounds twice, nor leave apart what it fuses. A host build of this header (tests) supplies the
+// intrinsics itself (gpu/tests/host_intrinsics.h).
 #pragma once
 
 #include <algorithm>
@@ -116,32 +118,50 @@ __device__ __forceinline__ void store_chunk(typename T::Storage* p, const float*
   *reinterpret_cast<decltype(c.raw)*>(p) = c.raw;
 }
 
-// --- rule 2 transcendentals -------------------------------------------------------------------
+// --- rule 2 transcendentals, as nvcc compiles ATen's and Paddle's fp32 source (rule 12) ----------
 
-template <ExpModel M>
-__device__ __forceinline__ float exp_of(float x) {
-  if constexpr (M == ExpModel::kDevice) {
-    return expf(x);  // libdevice __nv_expf (no fast math)
-  } else {
-    return __double2float_rn(exp(static_cast<double>(x)));
-  }
+#if !defined(__CUDA_ARCH__)
+float host_ex2_approx_ftz(float r);  // a host build's stand-in for the MUFU.EX2 instruction
+#endif
+
+// ex2.approx.ftz.f32, the MUFU.EX2 unit.
+__device__ __forceinline__ float ex2_approx_ftz(float r) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(r));
+  return y;
+#else
+  return host_ex2_approx_ftz(r);
+#endif
 }
 
-// 1 ⊕ expf(−x), the denominator of sigmoid and silu, rounded once. The reference writes
-// 1.0f + device_expf(-x) as two roundings; __fadd_rn keeps nvcc from fusing it with expf's final
-// product (which it does in PyTorch's own kernels; see the issue note).
-template <ExpModel M>
-__device__ __forceinline__ float sigmoid_denominator(float x) {
-  return __fadd_rn(1.0f, exp_of<M>(-x));
+// libdevice's __nv_expf(a) is ex2(r) * s; nvcc contracts that final product with the `1 +` of
+// sigmoid and silu into fma(ex2(r), s, 1). Constants and steps as reference/math/device_math.cpp.
+struct ExpfFactors {
+  float mantissa;  // ex2.approx(r)
+  float scale;     // 2^d
+};
+__device__ __forceinline__ ExpfFactors expf_factors(float a) {
+  const float log2e_hi = __uint_as_float(0x3FB8AA3Bu);
+  const float log2e_lo = __uint_as_float(0x32A57060u);
+  const float log2e_over_252 = __uint_as_float(0x3BBB989Du);
+  const float j_addend = __uint_as_float(0x4B400001u);  // (-126 + 1.5 * 2^23) + 127
+  const float j_bias = __uint_as_float(0x4B40007Fu);    // 1.5 * 2^23 + 127
+  const float t = __saturatef(__fmaf_rn(a, log2e_over_252, 0.5f));
+  const float j = __fmaf_rd(t, 252.0f, j_addend);
+  const float d = __fsub_rn(j, j_bias);
+  const float r = __fmaf_rn(a, log2e_lo, __fmaf_rn(a, log2e_hi, -d));
+  return {ex2_approx_ftz(r), __uint_as_float(__float_as_uint(j) << 23)};
 }
 
-// sigmoid(x) = 1 ⊘ den and silu(x) = x ⊘ den share one expf.
+// sigmoid(x) = 1 ⊘ den and silu(x) = x ⊘ den with den = fma(ex2(r), s, 1) of __nv_expf(-x):
+// rcp.rn and div.rn of libdevice_sigmoid / libdevice_silu.
 struct SigmoidSilu {
   float sigmoid, silu;
 };
-template <ExpModel M>
 __device__ __forceinline__ SigmoidSilu sigmoid_silu(float x) {
-  const float den = sigmoid_denominator<M>(x);
+  const ExpfFactors e = expf_factors(-x);
+  const float den = __fmaf_rn(e.mantissa, e.scale, 1.0f);
   return {__fdiv_rn(1.0f, den), __fdiv_rn(x, den)};
 }
 
@@ -167,11 +187,11 @@ __device__ __forceinline__ Halves clamp_halves(float a, float b, const MegatronC
 // --- Megatron eager elements (spec OP-4, OP-5, OP-6; reference swiglu_common.cpp) ------------
 
 // The swiglu value in the activation type: bf(f32(bf(silu(a))) * b), or clamped bf(silu(a_c) * b_c).
-template <class Act, ExpModel M>
+template <class Act>
 __device__ __forceinline__ float megatron_swiglu(float a, float b, const MegatronClamp& clamp) {
-  if (!clamp.on) return round_as<Act>(__fmul_rn(round_as<Act>(sigmoid_silu<M>(a).silu), b));
+  if (!clamp.on) return round_as<Act>(__fmul_rn(round_as<Act>(sigmoid_silu(a).silu), b));
   const Halves c = clamp_halves(a, b, clamp);
-  return round_as<Act>(__fmul_rn(sigmoid_silu<M>(c.a).silu, c.b));
+  return round_as<Act>(__fmul_rn(sigmoid_silu(c.a).silu, c.b));
 }
 
 // The backward of one element with g' in the chain dtype (the activation type, or fp32 once g
@@ -181,13 +201,13 @@ struct MegatronGrad {
   float swiglu;  // megatron_swiglu(a, b)
 };
 
-template <class Act, ExpModel M>
+template <class Act>
 __device__ __forceinline__ MegatronGrad megatron_swiglu_back(bool chain_is_act, float g, float a, float b,
                                                              const MegatronClamp& clamp) {
   auto chain = [chain_is_act](float x) { return chain_is_act ? round_as<Act>(x) : x; };
   if (!clamp.on) {
     // swiglu_back_eager: each eager op on act tensors rounds to act; products promote to chain.
-    const SigmoidSilu f = sigmoid_silu<M>(a);
+    const SigmoidSilu f = sigmoid_silu(a);
     const float s = round_as<Act>(f.sigmoid);
     const float t4 = round_as<Act>(__fadd_rn(1.0f, round_as<Act>(__fmul_rn(a, round_as<Act>(__fsub_rn(1.0f, s))))));
     const float silu = round_as<Act>(f.silu);
@@ -199,7 +219,7 @@ __device__ __forceinline__ MegatronGrad megatron_swiglu_back(bool chain_is_act, 
   const Halves c = clamp_halves(a, b, clamp);
   const float mask_a = a <= clamp.hi ? 1.0f : 0.0f;
   const float mask_b = (b >= clamp.lo && b <= clamp.hi) ? 1.0f : 0.0f;
-  const SigmoidSilu f = sigmoid_silu<M>(c.a);
+  const SigmoidSilu f = sigmoid_silu(c.a);
   const float bracket = __fadd_rn(1.0f, __fmul_rn(c.a, __fsub_rn(1.0f, f.sigmoid)));
   const float da = __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(g, f.sigmoid), bracket), c.b), mask_a);
   const float db = __fmul_rn(__fmul_rn(g, f.silu), mask_b);
@@ -214,11 +234,10 @@ __device__ __forceinline__ float paddle_value(float v, const PaddleClamp& c) {
 }
 
 // out = ((g ⊗ σ(g)) ⊗ v) ⊗ s, rounded once to the activation type by the caller.
-template <ExpModel M>
 __device__ __forceinline__ float paddle_forward(float g_raw, float v_raw, float s, const PaddleClamp& clamp) {
   const float g = paddle_gate(g_raw, clamp);
   const float v = paddle_value(v_raw, clamp);
-  return __fmul_rn(__fmul_rn(__fmul_rn(g, sigmoid_silu<M>(g).sigmoid), v), s);
+  return __fmul_rn(__fmul_rn(__fmul_rn(g, sigmoid_silu(g).sigmoid), v), s);
 }
 
 struct PaddleGrad {
@@ -227,12 +246,12 @@ struct PaddleGrad {
 
 // One element of the backward; accumulates its d_scale term into `acc` the way the kernel's
 // source reads (reference paddle_d_scale_step).
-template <class Act, ExpModel M>
+template <class Act>
 __device__ __forceinline__ PaddleGrad paddle_backward(float g_raw, float v_raw, float dout, float s, bool scale_is_act,
                                                       const PaddleClamp& clamp, float& acc) {
   const float g = paddle_gate(g_raw, clamp);
   const float v = paddle_value(v_raw, clamp);
-  const float sig = sigmoid_silu<M>(g).sigmoid;
+  const float sig = sigmoid_silu(g).sigmoid;
   const float silu = __fmul_rn(g, sig);
   const float sw = __fmul_rn(silu, v);
   if (!clamp.on) {
@@ -261,10 +280,6 @@ __device__ __forceinline__ PaddleGrad paddle_backward(float g_raw, float v_raw, 
 
 inline constexpr int kThreads = 256;
 
-// Work items (16-byte packets, or iterations of a row) whose loads a thread issues before it
-// computes the first of them. 1 is what the issue's measurements were taken with; the benchmark
-// measures 2 and 4 beside it (bench/swiglu_bench.cpp, "ilp:").
-inline constexpr int kDefaultIlp = 1;
 
 inline int multiprocessor_count() {
   static const int sms = [] {
@@ -288,30 +303,25 @@ inline int64_t elementwise_items(int64_t rows, int64_t F, int packet) {
   return F % packet == 0 ? rows * (F / packet) : rows * F;
 }
 
-// Calls Launch<Act, M>::run(args) for the activation dtype and exp model of `args`; kWithFp16
+// Calls Launch<Act, kIlp>::run(args) for the activation dtype and ILP of `args`; kWithFp16
 // instantiates the fp16 kernels (Paddle's kernels have none).
-// The correctly rounded exp model is a probe for tests: it is instantiated with the default
-// ILP only. Benchmarks pick other ILP values through args.ilp (1, 2 or 4).
-template <template <class, ExpModel, int> class Launch, class Act, class Args>
-void dispatch_exp_and_ilp(const Args& args) {
-  if (args.exp == ExpModel::kCorrectlyRounded) return Launch<Act, ExpModel::kCorrectlyRounded, kDefaultIlp>::run(args);
+template <template <class, int> class Launch, class Act, class Args>
+void dispatch_ilp(const Args& args) {
   switch (args.ilp) {
-    case 1: return Launch<Act, ExpModel::kDevice, 1>::run(args);
-    case 2: return Launch<Act, ExpModel::kDevice, 2>::run(args);
-    case 4: return Launch<Act, ExpModel::kDevice, 4>::run(args);
+    case 1: return Launch<Act, 1>::run(args);
+    case 2: return Launch<Act, 2>::run(args);
+    case 4: return Launch<Act, 4>::run(args);
     default: throw std::invalid_argument("swiglu kernels: ilp must be 1, 2 or 4; got " + std::to_string(args.ilp));
   }
 }
 
-// Calls Launch<Act, M, kIlp>::run(args) for the activation dtype, exp model and ILP of `args`;
-// kWithFp16 instantiates the fp16 kernels (Paddle's kernels have none).
-template <template <class, ExpModel, int> class Launch, bool kWithFp16, class Args>
+template <template <class, int> class Launch, bool kWithFp16, class Args>
 void dispatch_activation(const Args& args) {
   switch (args.act) {
-    case DType::kBF16: return dispatch_exp_and_ilp<Launch, BF16>(args);
-    case DType::kFP32: return dispatch_exp_and_ilp<Launch, FP32>(args);
+    case DType::kBF16: return dispatch_ilp<Launch, BF16>(args);
+    case DType::kFP32: return dispatch_ilp<Launch, FP32>(args);
     case DType::kFP16:
-      if constexpr (kWithFp16) return dispatch_exp_and_ilp<Launch, FP16>(args);
+      if constexpr (kWithFp16) return dispatch_ilp<Launch, FP16>(args);
       [[fallthrough]];
     default:
       throw std::invalid_argument(std::string("swiglu kernels: no kernel for activations of dtype ") +

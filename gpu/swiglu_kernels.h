@@ -1,9 +1,11 @@
 // Launchers of the SwiGLU-family kernels (gpu/swiglu.cu, gpu/swiglu_scale.cu). No CUDA types
 // here, so that host code compiled by g++ (the registry glue, tests, benchmarks) can call them.
 //
-// Every pointer is device memory; tensors are row-major and contiguous. A launcher checks its
-// launch (runtime.h: check_launch) and throws gpu::CudaError on failure; it never validates a
-// case: the host glue (swiglu_ops.cpp) rejects what the reference rejects before launching.
+// Every pointer is device memory; tensors are row-major and contiguous. expf is libdevice's
+// __nv_expf, with the fma that nvcc makes of sigmoid's and silu's denominator written out (rule
+// 12). A launcher checks its launch (runtime.h: check_launch) and throws gpu::CudaError on
+// failure; it never validates a case: the host glue (swiglu_ops.cpp) rejects what the reference
+// rejects before launching.
 // Streams are cudaStream_t values passed as void*; nullptr is the default stream.
 #pragma once
 
@@ -12,11 +14,6 @@
 #include "core/dtype.h"
 
 namespace bitparity::gpu {
-
-// Which expf the kernels call. kDevice is CUDA's libdevice expf (what PyTorch and Paddle run).
-// kCorrectlyRounded is (float)exp((double)x), the model the reference currently uses: a mismatch
-// of the kDevice kernels that vanishes under kCorrectlyRounded comes from expf alone.
-enum class ExpModel { kDevice, kCorrectlyRounded };
 
 // Megatron's clamp (spec OP-6), already gated by the contract: `on` when the attribute is active.
 // hi = float(c), lo = float(-c); a NaN limit turns the clamped value half into NaN.
@@ -53,7 +50,6 @@ struct MegatronForward {
   DType scale_dtype = DType::kFP32;
   MegatronClamp clamp;
   void* out = nullptr;           // [rows, F]
-  ExpModel exp = ExpModel::kDevice;
   int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
   void* stream = nullptr;
 };
@@ -68,7 +64,6 @@ struct MegatronBackward {
   const void* g = nullptr;     // [rows, F]
   MegatronClamp clamp;
   void* d_y = nullptr;         // [rows, 2F]
-  ExpModel exp = ExpModel::kDevice;
   int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
   void* stream = nullptr;
 };
@@ -88,7 +83,6 @@ struct MegatronScaleBackward {
   RowSumPlan plan;              // torch_row_sum_plan(F, rows)
   void* d_y = nullptr;          // [rows, 2F]
   void* d_scale = nullptr;      // [rows], scale_dtype
-  ExpModel exp = ExpModel::kDevice;
   int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
   void* stream = nullptr;
 };
@@ -104,7 +98,6 @@ struct PaddleForward {
   const void* scale = nullptr;  // [rows]
   PaddleClamp clamp;
   void* out = nullptr;          // [rows, F]
-  ExpModel exp = ExpModel::kDevice;
   int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
   void* stream = nullptr;
 };
@@ -120,7 +113,6 @@ struct PaddleBackward {
   PaddleClamp clamp;
   void* d_y = nullptr;          // [rows, 2F]
   void* d_scale = nullptr;      // [rows], scale_dtype
-  ExpModel exp = ExpModel::kDevice;
   int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
   void* stream = nullptr;
 };

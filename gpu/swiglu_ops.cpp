@@ -89,7 +89,7 @@ Tensor from_device(const DeviceBuffer& buffer, DType dtype, Shape shape) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-TensorMap swiglu_megatron_cuda(const Case& c, ClampGate gate, ExpModel exp) {
+TensorMap swiglu_megatron_cuda(const Case& c, ClampGate gate, const CudaOptions& options) {
   const Tensor& y = input(c, "y");
   if (!is_activation_dtype(y.dtype()))
     throw RejectError("dtype", "swiglu: y must be bf16, fp16 or fp32; got " + std::string(dtype_name(y.dtype())));
@@ -110,7 +110,7 @@ TensorMap swiglu_megatron_cuda(const Case& c, ClampGate gate, ExpModel exp) {
     p.bias = d_bias.get();
     p.clamp = clamp;
     p.out = out.get();
-    p.exp = exp;
+    p.ilp = options.ilp;
     launch_megatron_forward(p);
     return {{"out", from_device(out, act, {rows, F})}};
   }
@@ -127,13 +127,13 @@ TensorMap swiglu_megatron_cuda(const Case& c, ClampGate gate, ExpModel exp) {
   p.g = d_g.get();
   p.clamp = clamp;
   p.d_y = d_y.get();
-  p.exp = exp;
+  p.ilp = options.ilp;
   launch_megatron_backward(p);
   return {{"d_y", from_device(d_y, act, {rows, 2 * F})}};
 }
 
 // ---------------------------------------------------------------------------------------------
-TensorMap swiglu_scale_megatron_cuda(const Case& c, ClampGate gate, ExpModel exp) {
+TensorMap swiglu_scale_megatron_cuda(const Case& c, ClampGate gate, const CudaOptions& options) {
   const std::string who = "swiglu_scale";
   const Tensor& y = input(c, "y");
   const Tensor& scale = input(c, "scale");
@@ -156,7 +156,7 @@ TensorMap swiglu_scale_megatron_cuda(const Case& c, ClampGate gate, ExpModel exp
     p.scale_dtype = w;
     p.clamp = clamp;
     p.out = out.get();
-    p.exp = exp;
+    p.ilp = options.ilp;
     launch_megatron_forward(p);
     return {{"out", from_device(out, act, {rows, F})}};
   }
@@ -180,14 +180,14 @@ TensorMap swiglu_scale_megatron_cuda(const Case& c, ClampGate gate, ExpModel exp
   if (any_work) p.plan = torch_row_sum_plan(F, rows);
   p.d_y = d_y.get();
   p.d_scale = d_scale.get();
-  p.exp = exp;
+  p.ilp = options.ilp;
   launch_megatron_scale_backward(p);
   if (any_work) d_scale.download(d_scale_host.data(), d_scale_host.nbytes());
   return {{"d_y", from_device(d_y, act, {rows, 2 * F})}, {"d_scale", d_scale_host}};
 }
 
 // ---------------------------------------------------------------------------------------------
-TensorMap swiglu_scale_paddle_cuda(const Case& c, bool shipped_clamp_shape, ExpModel exp) {
+TensorMap swiglu_scale_paddle_cuda(const Case& c, bool shipped_clamp_shape, const CudaOptions& options) {
   // reference check_paddle
   const bool bwd = c.direction == Direction::kBackward;
   const std::string who = bwd ? "fused_swiglu_scale_bwd" : "fused_swiglu_scale";
@@ -228,7 +228,7 @@ TensorMap swiglu_scale_paddle_cuda(const Case& c, bool shipped_clamp_shape, ExpM
     p.scale = d_scale_in.get();
     p.clamp = clamp;
     p.out = out.get();
-    p.exp = exp;
+    p.ilp = options.ilp;
     launch_paddle_forward(p);
     return {{"out", from_device(out, act, {rows, F})}};
   }
@@ -248,7 +248,7 @@ TensorMap swiglu_scale_paddle_cuda(const Case& c, bool shipped_clamp_shape, ExpM
   p.clamp = clamp;
   p.d_y = d_y.get();
   p.d_scale = d_scale.get();
-  p.exp = exp;
+  p.ilp = options.ilp;
   launch_paddle_backward(p);
   if (rows > 0 && F > 0) d_scale.download(d_scale_host.data(), d_scale_host.nbytes());
   return {{"d_y", from_device(d_y, act, {rows, 2 * F})}, {"d_scale", d_scale_host}};

@@ -10,13 +10,19 @@
 
 namespace bitparity::gpu {
 
+// How the kernels run: how many work items a thread loads together (a tuning knob: 1, 2 or 4;
+// the bits are the same).
+struct CudaOptions {
+  int ilp = 1;
+};
+
 // swiglu under megatron_eager (ClampGate::kPositive) or megatron_unfused (kPresent).
-TensorMap swiglu_megatron_cuda(const Case& c, ref::swiglu::ClampGate gate, ExpModel exp = ExpModel::kDevice);
+TensorMap swiglu_megatron_cuda(const Case& c, ref::swiglu::ClampGate gate, const CudaOptions& options = {});
 
 // swiglu_scale under Megatron's weighted functions.
-TensorMap swiglu_scale_megatron_cuda(const Case& c, ref::swiglu::ClampGate gate, ExpModel exp = ExpModel::kDevice);
+TensorMap swiglu_scale_megatron_cuda(const Case& c, ref::swiglu::ClampGate gate, const CudaOptions& options = {});
 
 // swiglu_scale under PaddleFleet's fused kernels; `shipped_clamp_shape` for paddle_fused_shipped.
-TensorMap swiglu_scale_paddle_cuda(const Case& c, bool shipped_clamp_shape, ExpModel exp = ExpModel::kDevice);
+TensorMap swiglu_scale_paddle_cuda(const Case& c, bool shipped_clamp_shape, const CudaOptions& options = {});
 
 }  // namespace bitparity::gpu

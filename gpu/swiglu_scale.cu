@@ -61,7 +61,7 @@ inline constexpr int kMaxRowThreads = kReduceMaxThreads;
 
 // kBlock: the block size the kernel is compiled for, kThreads (several rows per block) or
 // kMaxRowThreads (one row of more than 32 threads per block).
-template <class Act, ExpModel M, int kBlock>
+template <class Act, int kIlp, int kBlock>
 __global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
   using S = typename Act::Storage;
   constexpr int V = kLanesPerThread<Act>;
@@ -96,35 +96,56 @@ __global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(Megatro
     const float s = load_scalar(p.scale, p.scale_dtype, row);
     // d_y of one element, and its d_scale term act(swiglu) * g.to(w) in the chain dtype.
     auto element = [&](float a, float b, float g, float& da, float& db) {
-      const MegatronGrad d = megatron_swiglu_back<Act, M>(chain_is_act, chain(__fmul_rn(g, s)), a, b, p.clamp);
+      const MegatronGrad d = megatron_swiglu_back<Act>(chain_is_act, chain(__fmul_rn(g, s)), a, b, p.clamp);
       da = d.da;
       db = d.db;
       return chain(__fmul_rn(d.swiglu, round_dtype(p.scale_dtype, g)));
     };
-    // kN contiguous elements at column c, in one access each where kN * size is 8 or 16 bytes.
-    auto run_chunk = [&](auto kN_tag, int64_t c, float* lane_acc0) {
+    // kN contiguous elements at column c: d_y, and each product added to lane_acc0[i], which is
+    // acc[i / 4][i % 4] of this thread's lanes.
+    auto compute_chunk = [&](auto kN_tag, int64_t c, const auto& a, const auto& b, const auto& g, float* lane_acc0) {
       constexpr int kN = decltype(kN_tag)::value;
-      float a[kN], b[kN], g[kN], da[kN], db[kN];
-      load_chunk<Act, kN>(a_row + c, a);
-      load_chunk<Act, kN>(b_row + c, b);
-      load_chunk<Act, kN>(g_row + c, g);
+      float da[kN], db[kN];
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
-        const float x = element(a[i], b[i], g[i], da[i], db[i]);
-        lane_acc0[i] = __fadd_rn(lane_acc0[i], x);  // acc[i / 4][i % 4] of this thread's lanes
+        const float x = element(Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]), da[i], db[i]);
+        lane_acc0[i] = __fadd_rn(lane_acc0[i], x);
       }
       store_chunk<Act, kN>(da_row + c, da);
       store_chunk<Act, kN>(db_row + c, db);
     };
     if (p.plan.vectorized) {
-      const bool packet_aligned = F % (kRuleVector * V) == 0;
-      for (int64_t start = int64_t{kRuleVector} * V * t; start < F; start += int64_t{kRuleVector} * L) {
-        if (V == 2 && packet_aligned) {
-          run_chunk(std::integral_constant<int, kRuleVector * V>{}, start, &acc[0][0]);
-        } else {
+      constexpr int kUnit = kRuleVector * V;  // one 16-byte packet: V lanes' groups
+      if (V == 1 || F % kUnit == 0) {
+        // kIlp iterations' packets are loaded before the first is computed; the lanes still
+        // accumulate in iteration order.
+        for (int64_t start0 = int64_t{kUnit} * t; start0 < F; start0 += int64_t{kRuleVector} * L * kIlp) {
+          Chunk<Act, kUnit> a[kIlp], b[kIlp], g[kIlp];
 #pragma unroll
-          for (int q = 0; q < V; ++q)
-            if (start + kRuleVector * q < F) run_chunk(std::integral_constant<int, kRuleVector>{}, start + kRuleVector * q, acc[q]);
+          for (int u = 0; u < kIlp; ++u) {
+            const int64_t c = start0 + int64_t{kRuleVector} * L * u;
+            if (c >= F) break;
+            a[u] = load_raw<Act, kUnit>(a_row + c);
+            b[u] = load_raw<Act, kUnit>(b_row + c);
+            g[u] = load_raw<Act, kUnit>(g_row + c);
+          }
+#pragma unroll
+          for (int u = 0; u < kIlp; ++u) {
+            const int64_t c = start0 + int64_t{kRuleVector} * L * u;
+            if (c >= F) break;
+            compute_chunk(std::integral_constant<int, kUnit>{}, c, a[u], b[u], g[u], &acc[0][0]);
+          }
+        }
+      } else {
+        // 16-bit activations with F % 8 == 4: each lane's 4-element group alone (8-byte accesses).
+        for (int64_t start = int64_t{kUnit} * t; start < F; start += int64_t{kRuleVector} * L) {
+#pragma unroll
+          for (int q = 0; q < V; ++q) {
+            const int64_t c = start + kRuleVector * q;
+            if (c >= F) continue;
+            compute_chunk(std::integral_constant<int, kRuleVector>{}, c, load_raw<Act, kRuleVector>(a_row + c),
+                          load_raw<Act, kRuleVector>(b_row + c), load_raw<Act, kRuleVector>(g_row + c), acc[q]);
+          }
         }
       }
     } else {
@@ -177,7 +198,7 @@ __global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(Megatro
   if (live && t == 0) store_scalar(p.d_scale, p.scale_dtype, row, round_dtype(p.scale_dtype, chain(v[0])));
 }
 
-template <class Act, ExpModel M>
+template <class Act, int kIlp>
 struct MegatronScaleBackwardLaunch {
   static void run(const MegatronScaleBackward& p) {
     constexpr int V = kLanesPerThread<Act>;
@@ -188,10 +209,10 @@ struct MegatronScaleBackwardLaunch {
     if (group <= kWarpLanes) {
       const int64_t rows_per_block = kThreads / group;
       const auto grid = static_cast<unsigned>((p.rows + rows_per_block - 1) / rows_per_block);
-      megatron_scale_backward_kernel<Act, M, kThreads><<<grid, kThreads, 0, stream>>>(p, group);
+      megatron_scale_backward_kernel<Act, kIlp, kThreads><<<grid, kThreads, 0, stream>>>(p, group);
     } else {
       const size_t shared = sizeof(float) * static_cast<size_t>(group) * V;
-      megatron_scale_backward_kernel<Act, M, kMaxRowThreads>
+      megatron_scale_backward_kernel<Act, kIlp, kMaxRowThreads>
           <<<static_cast<unsigned>(p.rows), static_cast<unsigned>(group), shared, stream>>>(p, group);
     }
     check_launch("swiglu_scale megatron_scale_backward", p.stream);
@@ -208,7 +229,7 @@ struct MegatronScaleBackwardLaunch {
 constexpr int kPaddleBlock = 256;
 constexpr int kPaddleSlots = kPaddleBlock / kWarpLanes;
 
-template <class Act, ExpModel M>
+template <class Act, int kIlp>
 __global__ void __launch_bounds__(kThreads) paddle_forward_kernel(PaddleForward p) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
@@ -216,20 +237,32 @@ __global__ void __launch_bounds__(kThreads) paddle_forward_kernel(PaddleForward 
   S* out = static_cast<S*>(p.out);
   const int64_t F = p.F, per_row = F / N, total = p.rows * per_row;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total; k += stride) {
-    const int64_t r = k / per_row;
-    const int64_t col = (k - r * per_row) * N;
-    float a[N], b[N], o[N];
-    load_chunk<Act, N>(y + r * 2 * F + col, a);
-    load_chunk<Act, N>(y + r * 2 * F + F + col, b);
-    const float s = load_scalar(p.scale, p.scale_dtype, r);
+  for (int64_t k0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k0 < total; k0 += stride * kIlp) {
+    int64_t row[kIlp], col[kIlp];
+    Chunk<Act, N> a[kIlp], b[kIlp];
+    float s[kIlp];
 #pragma unroll
-    for (int i = 0; i < N; ++i) o[i] = paddle_forward<M>(a[i], b[i], s, p.clamp);
-    store_chunk<Act, N>(out + r * F + col, o);
+    for (int u = 0; u < kIlp; ++u) {
+      const int64_t k = k0 + u * stride;
+      if (k >= total) break;
+      row[u] = k / per_row;
+      col[u] = (k - row[u] * per_row) * N;
+      a[u] = load_raw<Act, N>(y + row[u] * 2 * F + col[u]);
+      b[u] = load_raw<Act, N>(y + row[u] * 2 * F + F + col[u]);
+      s[u] = load_scalar(p.scale, p.scale_dtype, row[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      if (k0 + u * stride >= total) break;
+      float o[N];
+#pragma unroll
+      for (int i = 0; i < N; ++i) o[i] = paddle_forward(Act::load(a[u].e[i]), Act::load(b[u].e[i]), s[u], p.clamp);
+      store_chunk<Act, N>(out + row[u] * F + col[u], o);
+    }
   }
 }
 
-template <class Act, ExpModel M>
+template <class Act, int kIlp>
 __global__ void __launch_bounds__(kThreads) paddle_backward_kernel(PaddleBackward p) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
@@ -249,23 +282,33 @@ __global__ void __launch_bounds__(kThreads) paddle_backward_kernel(PaddleBackwar
 #pragma unroll
   for (int k = 0; k < kPaddleSlots; ++k) lane[k] = 0.0f;
   for (int64_t m0 = 0; m0 < packets; m0 += kPaddleBlock) {
+    // kIlp virtual threads' packets are loaded before the first is computed.
 #pragma unroll
-    for (int k = 0; k < kPaddleSlots; ++k) {
-      const int64_t packet = m0 + kWarpLanes * k + lane_id;  // virtual thread 32 k + lane_id
-      if (packet >= packets) continue;
-      const int64_t col = packet * N;
-      float a[N], b[N], g[N], dg[N], dv[N];
-      load_chunk<Act, N>(a_row + col, a);
-      load_chunk<Act, N>(b_row + col, b);
-      load_chunk<Act, N>(g_row + col, g);
+    for (int k0 = 0; k0 < kPaddleSlots; k0 += kIlp) {
+      Chunk<Act, N> a[kIlp], b[kIlp], g[kIlp];
 #pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const PaddleGrad d = paddle_backward<Act, M>(a[i], b[i], g[i], s, scale_is_act, p.clamp, lane[k]);
-        dg[i] = d.dg;
-        dv[i] = d.dv;
+      for (int u = 0; u < kIlp; ++u) {
+        const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;  // virtual thread 32 k + lane_id
+        if (packet >= packets) break;
+        a[u] = load_raw<Act, N>(a_row + packet * N);
+        b[u] = load_raw<Act, N>(b_row + packet * N);
+        g[u] = load_raw<Act, N>(g_row + packet * N);
       }
-      store_chunk<Act, N>(da_row + col, dg);
-      store_chunk<Act, N>(db_row + col, dv);
+#pragma unroll
+      for (int u = 0; u < kIlp; ++u) {
+        const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;
+        if (packet >= packets) break;
+        float dg[N], dv[N];
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const PaddleGrad d = paddle_backward<Act>(Act::load(a[u].e[i]), Act::load(b[u].e[i]), Act::load(g[u].e[i]),
+                                                       s, scale_is_act, p.clamp, lane[k0 + u]);
+          dg[i] = d.dg;
+          dv[i] = d.dv;
+        }
+        store_chunk<Act, N>(da_row + packet * N, dg);
+        store_chunk<Act, N>(db_row + packet * N, dv);
+      }
     }
   }
   // Strides 128, 64, 32 of the 256-thread tree: virtual thread 32 k + lane_id adds 32 (k + s/32) + lane_id.
@@ -280,21 +323,21 @@ __global__ void __launch_bounds__(kThreads) paddle_backward_kernel(PaddleBackwar
   if (lane_id == 0) store_scalar(p.d_scale, p.scale_dtype, row, lane[0]);
 }
 
-template <class Act, ExpModel M>
+template <class Act, int kIlp>
 struct PaddleForwardLaunch {
   static void run(const PaddleForward& p) {
     const unsigned grid = grid_for(elementwise_items(p.rows, p.F, kPacket<Act>));
-    paddle_forward_kernel<Act, M><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    paddle_forward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
     check_launch("swiglu_scale paddle_forward", p.stream);
   }
 };
 
-template <class Act, ExpModel M>
+template <class Act, int kIlp>
 struct PaddleBackwardLaunch {
   static void run(const PaddleBackward& p) {
     constexpr int64_t kRowsPerBlock = kThreads / kWarpLanes;
     const auto grid = static_cast<unsigned>((p.rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    paddle_backward_kernel<Act, M><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    paddle_backward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
     check_launch("swiglu_scale paddle_backward", p.stream);
   }
 };

@@ -85,7 +85,9 @@ void check_property(Property&& property) {
   } else {
     std::ostringstream message;
     rc::detail::printResultMessage(result, message);
-    FAIL() << message.str() << "\nTo rerun with this seed: RC_PARAMS=\"seed=" << property_params().seed << "\"";
+    const rc::detail::TestParams params = property_params();
+    FAIL() << message.str() << "\nTo rerun: RC_PARAMS=\"seed=" << params.seed << " max_success=" << params.maxSuccess
+           << "\" <this test binary> --gtest_filter='" << test->test_suite_name() << "." << test->name() << "'";
   }
 }
 

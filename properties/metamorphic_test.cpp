@@ -28,7 +28,6 @@ bool has_scale(const Target& t) {
     if (spec.name == "scale") return true;
   return false;
 }
-bool row_wise(const Target& t) { return !row_inputs(op_info(t.op), t.direction).empty(); }
 
 // Clamp values the `> 0` gate closes on: 0, -0, negative, NaN.
 rc::Gen<double> closed_gate_clamp() {
@@ -201,7 +200,7 @@ TEST_P(ZeroRows, ZeroRowsGiveEmptyOutputsOfTheDeclaredShapes) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Metamorphic, ZeroRows, testing::ValuesIn(targets_where(row_wise)), target_name);
+INSTANTIATE_TEST_SUITE_P(Metamorphic, ZeroRows, testing::ValuesIn(targets_where(is_row_wise)), target_name);
 
 }  // namespace
 }  // namespace bitparity::props

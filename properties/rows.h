@@ -12,11 +12,13 @@
 
 #include "core/case.h"
 #include "core/registry.h"
+#include "properties/harness.h"
 
 namespace bitparity::props {
 
 // Names of the op's row inputs in a direction; empty when the op is not row-wise.
 std::vector<std::string> row_inputs(const OpInfo& op, Direction d);
+bool is_row_wise(const Target& target);
 
 // The case's row count (the first dimension its row inputs share); throws std::logic_error when
 // the row inputs disagree or the op has none.

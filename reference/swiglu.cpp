@@ -33,8 +33,8 @@ Tensor biased_input(const Case& c) {
 
 TensorMap swiglu_megatron(const Case& c, swiglu::ClampGate gate) {
   check_activation_dtype(*c.input("y"), "y");
+  const auto [rows, F] = swiglu::split_y("swiglu", *c.input("y"));
   const Tensor y = biased_input(c);
-  const auto [rows, F] = swiglu::split_y("swiglu", y);
   const std::optional<double> clamp = swiglu::active_clamp(c, gate);
   const DType act = y.dtype();
 

@@ -35,7 +35,8 @@ std::string get_string(const json& object, const std::string& key, const std::st
 
 int64_t get_int(const json& object, const std::string& key, const std::string& field) {
   const json& v = require(object, key, field);
-  if (!v.is_number_integer()) throw ParseError(path_of(field, key), "expected an integer, got " + std::string(v.type_name()));
+  if (!v.is_number_integer())
+    throw ParseError(path_of(field, key), "expected an integer, got " + std::string(v.type_name()));
   return v.get<int64_t>();
 }
 
@@ -47,7 +48,8 @@ double get_number(const json& object, const std::string& key, const std::string&
 
 bool get_bool(const json& object, const std::string& key, const std::string& field) {
   const json& v = require(object, key, field);
-  if (!v.is_boolean()) throw ParseError(path_of(field, key), "expected true or false, got " + std::string(v.type_name()));
+  if (!v.is_boolean())
+    throw ParseError(path_of(field, key), "expected true or false, got " + std::string(v.type_name()));
   return v.get<bool>();
 }
 
@@ -170,8 +172,8 @@ PairCounts counts_from_json(const json& j, const std::string& f) {
 }
 
 json finding_to_json(const FindingRecord& r) {
-  return {{"signature", r.signature}, {"file", r.file}, {"op", r.op},   {"direction", r.direction},
-          {"pair", {r.a, r.b}},       {"kind", r.kind}, {"output", r.output}, {"pins", r.pins},
+  return {{"signature", r.signature}, {"file", r.file},  {"op", r.op},         {"direction", r.direction},
+          {"pair", {r.a, r.b}},       {"kind", r.kind},  {"output", r.output}, {"pins", r.pins},
           {"message", r.message},     {"first", r.first}};
 }
 
@@ -201,9 +203,9 @@ json totals_json(const Report& report) {
     add_counts(total.mismatches, c.mismatches);
     add_counts(total.new_findings, c.new_findings);
   }
-  return {{"cases", total.cases},           {"agreements", total.agreements}, {"skips", total.skips},
-          {"mismatches", total.mismatches}, {"new_findings", total.new_findings},
-          {"known_findings", total.known_findings}};
+  return {
+      {"cases", total.cases},           {"agreements", total.agreements},     {"skips", total.skips},
+      {"mismatches", total.mismatches}, {"new_findings", total.new_findings}, {"known_findings", total.known_findings}};
 }
 
 // --- JUnit XML ---------------------------------------------------------------------------------
@@ -213,15 +215,27 @@ std::string xml_escape(std::string_view text) {
   for (const char ch : text) {
     const unsigned char u = static_cast<unsigned char>(ch);
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // Control characters other than tab and newline are not allowed in XML 1.0 at all.
-        if (u < 0x20 && ch != '\n' && ch != '\t') out += "?";
-        else out += ch;
+        if (u < 0x20 && ch != '\n' && ch != '\t')
+          out += "?";
+        else
+          out += ch;
     }
   }
   return out;
@@ -376,8 +390,12 @@ std::string text_table(const Report& report) {
   table.push_back(header);
   PairCounts total;
   for (const PairCounts& c : report.counts) {
-    std::vector<std::string> row = {c.op, c.direction, c.a + " vs " + c.b, std::to_string(c.cases),
-                                    std::to_string(c.agreements), std::to_string(sum(c.skips))};
+    std::vector<std::string> row = {c.op,
+                                    c.direction,
+                                    c.a + " vs " + c.b,
+                                    std::to_string(c.cases),
+                                    std::to_string(c.agreements),
+                                    std::to_string(sum(c.skips))};
     for (const std::string& kind : kTableKinds)
       row.push_back(std::to_string(c.mismatches.count(kind) ? c.mismatches.at(kind) : 0));
     row.push_back(std::to_string(sum(c.new_findings)));
@@ -386,8 +404,8 @@ std::string text_table(const Report& report) {
     add_counts(total.skips, c.skips), add_counts(total.mismatches, c.mismatches);
     add_counts(total.new_findings, c.new_findings);
   }
-  std::vector<std::string> last = {"total", "", "", std::to_string(total.cases), std::to_string(total.agreements),
-                                   std::to_string(sum(total.skips))};
+  std::vector<std::string> last = {
+      "total", "", "", std::to_string(total.cases), std::to_string(total.agreements), std::to_string(sum(total.skips))};
   for (const std::string& kind : kTableKinds)
     last.push_back(std::to_string(total.mismatches.count(kind) ? total.mismatches.at(kind) : 0));
   last.push_back(std::to_string(sum(total.new_findings)));

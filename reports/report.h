@@ -44,7 +44,7 @@ struct PairCounts {
   std::map<std::string, int64_t> skips;         // reason -> cases ("unmodelled", "generation_failed", ...)
   std::map<std::string, int64_t> mismatches;    // kind -> cases that showed it, before deduplication
   std::map<std::string, int64_t> new_findings;  // kind -> corpus entries this run wrote
-  int64_t known_findings = 0;  // mismatching cases whose signature was already in the corpus
+  int64_t known_findings = 0;                   // mismatching cases whose signature was already in the corpus
   bool operator==(const PairCounts&) const = default;
 };
 
@@ -53,8 +53,8 @@ struct FindingRecord {
   std::string file;  // the corpus entry, empty when the run kept no corpus
   std::string op, direction, a, b;
   std::string kind, output;
-  std::string pins;     // "divergence" (two contracts) is documentation; "open"/"fixed" is a bug
-  std::string message;  // format_comparison text
+  std::string pins;      // "divergence" (two contracts) is documentation; "open"/"fixed" is a bug
+  std::string message;   // format_comparison text
   nlohmann::json first;  // the corpus entry's finding.first (null for error mismatches)
   bool operator==(const FindingRecord&) const = default;
 };

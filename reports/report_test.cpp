@@ -1,7 +1,5 @@
 // The report formats: JSON round trip and strictness, well-formed JUnit with the right counts,
 // the text table, and merging shards.
-#include "reports/report.h"
-
 #include <cctype>
 #include <cstring>
 #include <map>
@@ -10,12 +8,13 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "reports/report.h"
 
 namespace bitparity::reports {
 namespace {
 
-FindingRecord finding(const std::string& signature, const std::string& name, const std::string& a,
-                      const std::string& b, const std::string& pins) {
+FindingRecord finding(const std::string& signature, const std::string& name, const std::string& a, const std::string& b,
+                      const std::string& pins) {
   FindingRecord f;
   f.signature = signature;
   f.file = "corpus/toy/" + name + ".json";
@@ -45,7 +44,8 @@ Report sample() {
   divergence.mismatches = {{"bit_mismatch", 180}}, divergence.new_findings = {{"bit_mismatch", 1}};
   divergence.known_findings = 179;
   PairCounts& gpu = counts_for(r, "toy", "fwd", "fake_gpu:exact", "ref:exact");
-  gpu.cases = 500, gpu.agreements = 499, gpu.mismatches = {{"bit_mismatch", 1}}, gpu.new_findings = {{"bit_mismatch", 1}};
+  gpu.cases = 500, gpu.agreements = 499, gpu.mismatches = {{"bit_mismatch", 1}},
+  gpu.new_findings = {{"bit_mismatch", 1}};
   r.findings = {finding("toy|divergence", "3f9a0c1d2e3f4a5b", "ref:exact", "ref:sloppy", "divergence"),
                 finding("toy|bug", "00aa11bb22cc33dd", "fake_gpu:exact", "ref:exact", "open")};
   return r;
@@ -142,8 +142,7 @@ class XmlChecker {
 
   std::string name() {
     const size_t start = i_;
-    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' || s_[i_] == '_'))
-      ++i_;
+    while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '-' || s_[i_] == '_')) ++i_;
     return s_.substr(start, i_ - start);
   }
 
@@ -203,8 +202,8 @@ TEST(Merge, SumsCountsAndDeduplicatesFindings) {
   const PairCounts& divergence = merged.counts[0];
   EXPECT_EQ(divergence.cases, 1000);
   EXPECT_EQ(divergence.mismatches.at("bit_mismatch"), 360);
-  EXPECT_EQ(divergence.new_findings.at("bit_mismatch"), 1);     // one signature, written once
-  EXPECT_EQ(divergence.known_findings, 2 * 179 + 1);            // the repeat is a known finding
+  EXPECT_EQ(divergence.new_findings.at("bit_mismatch"), 1);  // one signature, written once
+  EXPECT_EQ(divergence.known_findings, 2 * 179 + 1);         // the repeat is a known finding
   EXPECT_EQ(merged.counts[1].new_findings.at("bit_mismatch"), 1);
 }
 

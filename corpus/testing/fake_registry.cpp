@@ -71,8 +71,10 @@ std::vector<Case> shrink_shape(const Case& c) {
   std::vector<Case> out;
   for (int64_t r = 0; rows > 1 && r < rows; ++r) out.push_back(crop(c, r, 1, 0, cols));
   for (int64_t k = 0; cols > 1 && k < cols; ++k) out.push_back(crop(c, 0, rows, k, 1));
-  if (rows > 2) out.push_back(crop(c, 0, rows / 2, 0, cols)), out.push_back(crop(c, rows / 2, rows - rows / 2, 0, cols));
-  if (cols > 2) out.push_back(crop(c, 0, rows, 0, cols / 2)), out.push_back(crop(c, 0, rows, cols / 2, cols - cols / 2));
+  if (rows > 2)
+    out.push_back(crop(c, 0, rows / 2, 0, cols)), out.push_back(crop(c, rows / 2, rows - rows / 2, 0, cols));
+  if (cols > 2)
+    out.push_back(crop(c, 0, rows, 0, cols / 2)), out.push_back(crop(c, 0, rows, cols / 2, cols - cols / 2));
   return out;
 }
 
@@ -98,15 +100,13 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
 rc::Gen<Case> generate(Direction) {
   // Values from a small set so that 3.0 (the sloppy trigger) shows in many cases.
   const rc::Gen<float> value = rc::gen::element(0.0f, 1.0f, -2.0f, 3.0f, 0.375f, 1.0e3f);
-  return rc::gen::mapcat(rc::gen::pair(rc::gen::inRange<int64_t>(0, kMaxGenRows + 1),
-                                       rc::gen::inRange<int64_t>(1, kMaxGenCols + 1)),
-                         [value](const std::pair<int64_t, int64_t>& shape) {
-                           return rc::gen::map(rc::gen::container<std::vector<float>>(
-                                                   static_cast<size_t>(shape.first * shape.second), value),
-                                               [shape](const std::vector<float>& values) {
-                                                 return toy_case(shape.first, shape.second, values);
-                                               });
-                         });
+  return rc::gen::mapcat(
+      rc::gen::pair(rc::gen::inRange<int64_t>(0, kMaxGenRows + 1), rc::gen::inRange<int64_t>(1, kMaxGenCols + 1)),
+      [value](const std::pair<int64_t, int64_t>& shape) {
+        return rc::gen::map(
+            rc::gen::container<std::vector<float>>(static_cast<size_t>(shape.first * shape.second), value),
+            [shape](const std::vector<float>& values) { return toy_case(shape.first, shape.second, values); });
+      });
 }
 
 OpInfo toy_op() {

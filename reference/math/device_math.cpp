@@ -1,12 +1,15 @@
 // Transcribed from the PTX that nvcc 13.0 emits for libdevice.10.bc's __nv_expf, __nv_logf and
 // __nv_log1pf (non-FTZ, -O2, sm_90); reference/math/libdevice_ptx.md keeps that PTX and what the
-// exhaustive GPU check established. Every fp32 step below is one IEEE operation rounded to nearest even
-// unless its comment says otherwise: this file must be compiled with -ffp-contract=off.
+// exhaustive GPU check established. Every fp32 step below is one IEEE operation rounded to nearest
+// even unless its comment says otherwise: compile this file with -ffp-contract=off.
 #include "reference/math/device_math.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace bitparity::ref::math {
 namespace {
@@ -24,7 +27,8 @@ constexpr float kLog2eHi = f32(0x3FB8AA3B);   // c1: log2(e), high part
 constexpr float kLog2eLo = f32(0x32A57060);   // c2: log2(e), low part
 constexpr float kRoundBias = f32(0x4B400000);  // c3: 1.5 * 2^23 (12582912) in the bitcode
 // c4 = c1 / 252: the reduced argument is scaled so that saturate() maps a to [0, 1].
-const float kLog2eOver252 = kLog2eHi / 252.0f;
+constexpr float kLog2eOver252 = kLog2eHi / 252.0f;
+static_assert(std::bit_cast<uint32_t>(kLog2eOver252) == 0x3BBB989Du);  // the constant in the PTX
 constexpr float kExpSteps = 252.0f;
 // The addend of the fma.rm, (-126 + c3) + 127 = 0x4B400001 (12582913), and the bias that turns j
 // back into the integer exponent d, c3 + 127 = 0x4B40007F. Both sums are exact in fp32.
@@ -94,46 +98,83 @@ float add_rz(float a, float b) {
 
 // --- ex2.approx.ftz.f32 (rule 12) ---------------------------------------------------------------
 
-float ex2_approx(const Ex2Tables& tables, float r) {
+namespace {
+
+// ex2.approx's input either has a fixed result or splits as |r| * 2^23 = i * 2^23 + f.
+struct Ex2Split {
+  bool fixed;     // NaN, ±Inf, |r| < 2^-126 (FTZ) or |r| >= 128: the result is `value`
+  float value;
+  bool negative;
+  uint32_t i;     // integer part of |r|
+  uint32_t f;     // the table index: |r|'s first 23 fraction bits (truncated)
+};
+
+Ex2Split split_ex2(float r) {
   const uint32_t b = bits_of(r);
   const uint32_t mag = b & 0x7FFFFFFFu;
   const bool negative = (b >> 31) != 0;
-  if (mag > 0x7F800000u) return canonical_nan();
-  if (mag == 0x7F800000u) return negative ? 0.0f : kInf;
-  if (mag < 0x00800000u) return 1.0f;  // FTZ input: |r| < 2^-126 counts as 0
-  const int exponent = static_cast<int>(mag >> 23) - 127;  // |r| = m * 2^(exponent - 23)
-  if (exponent >= 7) return negative ? 0.0f : kInf;       // |r| >= 128
+  if (mag > 0x7F800000u) return {true, canonical_nan(), negative, 0, 0};
+  if (mag == 0x7F800000u) return {true, negative ? 0.0f : kInf, negative, 0, 0};
+  if (mag < 0x00800000u) return {true, 1.0f, negative, 0, 0};  // FTZ input: |r| < 2^-126 counts as 0
+  const int exponent = static_cast<int>(mag >> 23) - 127;       // |r| = m * 2^(exponent - 23)
+  if (exponent >= 7) return {true, negative ? 0.0f : kInf, negative, 0, 0};  // |r| >= 128
   const uint32_t m = (mag & 0x7FFFFFu) | 0x800000u;
-  // |r| * 2^23 truncated to an integer: i * 2^23 + f.
-  uint32_t fixed = 0;
+  uint32_t fixed = 0;  // |r| * 2^23, truncated
   if (exponent >= 0) {
     fixed = m << exponent;
   } else if (exponent > -24) {
     fixed = m >> -exponent;
   }
-  const uint32_t i = fixed >> kEx2FractionBits;
-  const uint32_t f = fixed & (kEx2TableSize - 1);
-  if (!negative) {
-    const uint32_t t = bits_of(tables.tp[f]);
-    if ((t >> 23) + i >= 255u) return kInf;
-    return f32(t + (i << 23));
+  return {false, 0.0f, negative, fixed >> kEx2FractionBits, fixed & (kEx2TableSize - 1)};
+}
+
+// The table entry ex2_approx(tables, r) reads, or nullptr when it reads none (for prefetching).
+const float* ex2_entry(const Ex2Tables& tables, float r) {
+  const Ex2Split s = split_ex2(r);
+  if (s.fixed) return nullptr;
+  return s.negative ? &tables.tn[s.f] : &tables.tp[s.f];
+}
+
+}  // namespace
+
+float ex2_approx(const Ex2Tables& tables, float r) {
+  const Ex2Split s = split_ex2(r);
+  if (s.fixed) return s.value;
+  if (!s.negative) {  // TP[f] * 2^i
+    const uint32_t t = bits_of(tables.tp[s.f]);
+    if ((t >> 23) + s.i >= 255u) return kInf;
+    return f32(t + (s.i << 23));
   }
-  const uint32_t t = bits_of(tables.tn[f]);
-  if ((t >> 23) <= i) return 0.0f;  // below 2^-126: FTZ output
-  return f32(t - (i << 23));
+  const uint32_t t = bits_of(tables.tn[s.f]);  // TN[f] * 2^-i
+  if ((t >> 23) <= s.i) return 0.0f;            // below 2^-126: FTZ output
+  return f32(t - (s.i << 23));
 }
 
 float ex2_approx(float r) { return ex2_approx(default_ex2_tables(), r); }
 
 // --- __nv_expf ------------------------------------------------------------------------------------
 
-ExpfFactors libdevice_expf_factors(const Ex2Tables& tables, float a) {
+namespace {
+
+// __nv_expf up to the ex2: the reduced argument r and the scale s = 2^d.
+struct ExpfReduced {
+  float r;
+  float s;
+};
+
+ExpfReduced reduce_expf(float a) {
   const float t = saturate(std::fma(a, kLog2eOver252, 0.5f));  // fma.rn, cvt.sat
   const float j = fma_rm_exponent(t);                           // fma.rm(t, 252, 0x4B400001)
   const float d = j - kJBias;                                   // add.f32 j, -0x4B40007F (exact)
   const float r = std::fma(a, kLog2eLo, std::fma(a, kLog2eHi, -d));
-  const float s = f32(bits_of(j) << 23);                        // 2^d
-  return {ex2_approx(tables, r), s};
+  return {r, f32(bits_of(j) << 23)};                            // s = 2^d
+}
+
+}  // namespace
+
+ExpfFactors libdevice_expf_factors(const Ex2Tables& tables, float a) {
+  const ExpfReduced q = reduce_expf(a);
+  return {ex2_approx(tables, q.r), q.s};
 }
 
 float libdevice_expf(const Ex2Tables& tables, float a) {
@@ -237,6 +278,70 @@ float softplus(MathModel model, float x) {
   if (model == MathModel::kLibdevice) return libdevice_softplus(default_ex2_tables(), x);
   if (x > kSoftplusThreshold) return x;
   return cr_log1pf(cr_expf(x));
+}
+
+// --- batched forms ---------------------------------------------------------------------------------
+
+namespace {
+
+void check_sizes(std::span<const float> x, std::span<float> y) {
+  if (x.size() != y.size()) {
+    throw std::invalid_argument("device math: output has " + std::to_string(y.size()) + " elements, input " +
+                                std::to_string(x.size()));
+  }
+}
+
+// y[i] = finish(x[i], factors of __nv_expf(±x[i])). A block's ex2 table entries are prefetched
+// before any is read: the tables are 64 MiB, so a lone lookup usually waits on memory.
+template <typename Finish>
+void libdevice_expf_blocks(const Ex2Tables& tables, std::span<const float> x, std::span<float> y, bool negate,
+                           Finish finish) {
+  constexpr size_t kBlock = 64;
+  ExpfReduced q[kBlock];
+  for (size_t i0 = 0; i0 < x.size(); i0 += kBlock) {
+    const size_t n = std::min(kBlock, x.size() - i0);
+    for (size_t k = 0; k < n; ++k) {
+      q[k] = reduce_expf(negate ? -x[i0 + k] : x[i0 + k]);
+      if (const float* p = ex2_entry(tables, q[k].r)) __builtin_prefetch(p);
+    }
+    for (size_t k = 0; k < n; ++k) y[i0 + k] = finish(x[i0 + k], ExpfFactors{ex2_approx(tables, q[k].r), q[k].s});
+  }
+}
+
+template <typename Scalar>
+void scalar_loop(std::span<const float> x, std::span<float> y, Scalar fn) {
+  for (size_t i = 0; i < x.size(); ++i) y[i] = fn(x[i]);
+}
+
+}  // namespace
+
+void expf_n(MathModel model, std::span<const float> x, std::span<float> y) {
+  check_sizes(x, y);
+  if (model == MathModel::kCorrectlyRounded) return scalar_loop(x, y, cr_expf);
+  libdevice_expf_blocks(default_ex2_tables(), x, y, false,
+                        [](float, ExpfFactors e) { return canonicalize(e.mantissa * e.scale); });
+}
+
+void sigmoid_n(MathModel model, std::span<const float> x, std::span<float> y) {
+  check_sizes(x, y);
+  if (model == MathModel::kCorrectlyRounded) return scalar_loop(x, y, [](float v) { return sigmoid(MathModel::kCorrectlyRounded, v); });
+  libdevice_expf_blocks(default_ex2_tables(), x, y, true,
+                        [](float, ExpfFactors e) { return canonicalize(1.0f / std::fma(e.mantissa, e.scale, 1.0f)); });
+}
+
+void silu_n(MathModel model, std::span<const float> x, std::span<float> y) {
+  check_sizes(x, y);
+  if (model == MathModel::kCorrectlyRounded) return scalar_loop(x, y, [](float v) { return silu(MathModel::kCorrectlyRounded, v); });
+  libdevice_expf_blocks(default_ex2_tables(), x, y, true,
+                        [](float v, ExpfFactors e) { return canonicalize(v / std::fma(e.mantissa, e.scale, 1.0f)); });
+}
+
+void softplus_n(MathModel model, std::span<const float> x, std::span<float> y) {
+  check_sizes(x, y);
+  if (model == MathModel::kCorrectlyRounded) return scalar_loop(x, y, [](float v) { return softplus(MathModel::kCorrectlyRounded, v); });
+  libdevice_expf_blocks(default_ex2_tables(), x, y, false, [](float v, ExpfFactors e) {
+    return v > kSoftplusThreshold ? v : libdevice_log1pf(canonicalize(e.mantissa * e.scale));
+  });
 }
 
 }  // namespace bitparity::ref::math

@@ -13,6 +13,8 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reference/math/device_math.h"
 #include "reference/math/device_sample.h"
@@ -210,6 +212,30 @@ TEST(DeviceMath, Ex2ApproxFlushesAndSaturatesAsRule12Says) {
   const Ex2Tables& t = default_ex2_tables();
   EXPECT_EQ(bits(ex2_approx(5.5f)), bits(t.tp[1u << 22]) + (5u << 23));
   EXPECT_EQ(bits(ex2_approx(-5.5f)), bits(t.tn[1u << 22]) - (5u << 23));
+}
+
+TEST(DeviceMath, BatchedFormsEqualTheScalarCalls) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> act(-30.0f, 30.0f);
+  std::vector<float> x(10'007);  // not a multiple of the block
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 3) ? act(rng) : from_bits(static_cast<uint32_t>(rng()));
+  using Batched = void (*)(MathModel, std::span<const float>, std::span<float>);
+  using Scalar = float (*)(MathModel, float);
+  const std::pair<Batched, Scalar> fns[] = {{expf_n, expf}, {sigmoid_n, sigmoid}, {silu_n, silu}, {softplus_n, softplus}};
+  for (MathModel m : {MathModel::kLibdevice, MathModel::kCorrectlyRounded}) {
+    for (auto [batched, scalar] : fns) {
+      std::vector<float> y(x.size());
+      batched(m, x, y);
+      std::vector<float> in_place = x;
+      batched(m, in_place, in_place);
+      for (size_t i = 0; i < x.size(); ++i) {
+        ASSERT_EQ(bits(y[i]), bits(scalar(m, x[i]))) << math_model_name(m) << " x=" << hex(bits(x[i]));
+        ASSERT_EQ(bits(in_place[i]), bits(y[i]));
+      }
+    }
+  }
+  std::vector<float> short_out(3);
+  EXPECT_THROW(expf_n(MathModel::kLibdevice, x, short_out), std::invalid_argument);
 }
 
 // --- the cr model is correctly rounded (MPFR oracle) -----------------------------------------------
