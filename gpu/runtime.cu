@@ -49,6 +49,10 @@ std::string device_description() {
 void check_cuda(int err, const std::string& what) {
   if (err == cudaSuccess) return;
   const auto e = static_cast<cudaError_t>(err);
+  // A failed API call (a cudaMalloc too large) also leaves its error as the runtime's "last
+  // error"; reported here, it is consumed, so that the next launch's cudaGetLastError does not
+  // report it a second time against an innocent kernel.
+  cudaGetLastError();
   throw CudaError(err, what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 

@@ -334,6 +334,11 @@ TEST(CudaRuntime, ErrorsBecomeExceptionsWithMessages) {
     EXPECT_NE(std::string(e.what()).find("cudaMalloc"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("cudaErrorMemoryAllocation"), std::string::npos) << e.what();
   }
+  // The failed allocation is reported once: the next launch does not inherit it.
+  for (const Subject& s : subjects()) {
+    const Case c = large_case(s, 1, kLargeF);
+    EXPECT_NO_THROW(run_impl(registry(), s.cuda(), c)) << s.title() << " " << s.contract;
+  }
 }
 
 TEST(CudaRuntime, RowsZeroGivesEmptyOutputsOfTheRightShape) {
