@@ -20,8 +20,7 @@ std::vector<Command> add_commands(CLI::App& app, const Registry& registry) {
   return {
       add_list(app, registry),   add_run(app, registry),      add_diff(app, registry),
       add_replay(app, registry), add_campaign(app, registry), add_merge(app, registry),
-      // capture-math: the lead adds `add_capture_math(app, registry)` here, a Command from
-      // cli/capture_math_command.cpp declared in cli/commands.h like the others.
+      add_capture_math(app),
   };
 }
 

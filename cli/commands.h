@@ -28,5 +28,6 @@ Command add_diff(CLI::App& root, const Registry& registry);
 Command add_replay(CLI::App& root, const Registry& registry);
 Command add_campaign(CLI::App& root, const Registry& registry);
 Command add_merge(CLI::App& root, const Registry& registry);
+Command add_capture_math(CLI::App& root);
 
 }  // namespace bitparity::cli
