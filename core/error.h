@@ -18,7 +18,9 @@ class ParseError : public std::runtime_error {
 };
 
 // A well-formed case that an op or a contract refuses (a shape, a dtype or an attribute it does
-// not accept). `error_class` is what two backends must agree on: "shape", "dtype", "attr".
+// not accept). `error_class` is what two backends must agree on: "shape", "dtype", "attr"; and
+// "unmodelled" where the reference does not model what the framework does (a layout rule 7 does
+// not cover), which harnesses count as a skip, not as a disagreement.
 class RejectError : public std::runtime_error {
  public:
   RejectError(std::string error_class, const std::string& message)

@@ -34,12 +34,16 @@ rc::Gen<uint64_t> small_int(DType dtype) {
 }
 
 rc::Gen<uint64_t> special(DType dtype) {
-  const double max = to_double(dtype, from_double(dtype, std::numeric_limits<double>::max()) - 1);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double max = dtype == DType::kFP64 ? std::numeric_limits<double>::max()
+                                           : to_double(dtype, from_double(dtype, inf) - 1);  // below +Inf
+  const int exp_bits = dtype == DType::kBF16 ? 8 : dtype == DType::kFP16 ? 5 : dtype == DType::kFP32 ? 8 : 11;
+  const double min_normal = std::ldexp(1.0, 2 - (1 << (exp_bits - 1)));
   return rc::gen::element<uint64_t>(
       uint64_t{0}, sign_bit(dtype), from_double(dtype, std::numeric_limits<double>::quiet_NaN()),
-      from_double(dtype, -std::numeric_limits<double>::quiet_NaN()), from_double(dtype, INFINITY),
-      from_double(dtype, -INFINITY), from_double(dtype, max), from_double(dtype, -max),
-      from_double(dtype, 1.0), from_double(dtype, -1.0));
+      from_double(dtype, -std::numeric_limits<double>::quiet_NaN()), from_double(dtype, inf),
+      from_double(dtype, -inf), from_double(dtype, max), from_double(dtype, -max), from_double(dtype, min_normal),
+      from_double(dtype, -min_normal), from_double(dtype, 1.0), from_double(dtype, -1.0));
 }
 
 rc::Gen<uint64_t> subnormal(DType dtype) {

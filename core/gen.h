@@ -18,7 +18,7 @@ namespace bitparity::gen {
 enum class ValueClass {
   kModerate,   // finite, |x| in [2^-6, 2^6], random sign: the common case
   kSmallInt,   // integers in [-8, 8]: every product and partial sum exact, so any order agrees
-  kSpecial,    // NaN, +-Inf, +-0, largest finite, smallest normal
+  kSpecial,    // NaN, +-Inf, +-0, largest finite, smallest normal, +-1
   kSubnormal,  // subnormal patterns of the dtype
   kTie,        // fp32 values exactly halfway between two bf16 values (bf16 rounding ties)
   kRaw,        // any bit pattern

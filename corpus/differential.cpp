@@ -27,6 +27,10 @@ DiffResult error_mismatch(const Case& c, const BackendPair& pair, const SideResu
   DiffResult r;
   r.outcome = Outcome::kFinding;
   r.kind = kErrorMismatch;
+  // Which side refuses, and why, separates distinct findings (a dtype one side lacks, a hidden size
+  // one side rejects): "rejects:-/shape" is A computing while B rejects with class "shape".
+  r.output = "rejects:" + (a.rejected() ? a.reject_class : std::string("-")) + "/" +
+             (b.rejected() ? b.reject_class : std::string("-"));
   r.message = case_title(c) + " " + pair.name() + ": error mismatch\n" + describe_side(pair.a, a) + "\n" +
               describe_side(pair.b, b);
   return r;
