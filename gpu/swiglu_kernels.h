@@ -34,9 +34,9 @@ struct RowSumPlan {
   bool vectorized = false;
   int lanes = 1;
 };
-// The plan of ATen's Reduce.cuh for a row of `width` fp32 values in a tensor of `rows` rows
-// (the model of reference/numerics.cpp torch_row_sum). Requires 0 < width <= 8192 and, when
-// width >= 128, width % 4 == 0 (the layouts the reference models; it rejects the others).
+// The plan of ATen's Reduce.cuh for a row of `width` fp32 values in a tensor of `rows` rows: the
+// reference's own (reference/numerics.h torch_row_sum_plan), which throws RejectError("unmodelled")
+// for the layouts it does not model. Host code (gpu/swiglu_ops.cpp).
 RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows);
 
 // --- Megatron eager (spec OP-4, OP-5, OP-6), gpu/swiglu.cu -------------------------------------

@@ -21,25 +21,8 @@ namespace {
 constexpr int kReduceMaxThreads = 512;   // ATen Reduce.cuh: threads of one reduction block
 constexpr int kWarpLanes = 32;
 constexpr int kRuleVector = 4;           // elements per vectorized load of the fp32 row
-constexpr int64_t kVectorizeFrom = 128;  // rows at least this wide load vectors
-
-int pow2_floor_capped(int64_t n) {
-  int p = 1;
-  while (p * 2 <= n && p * 2 <= kReduceMaxThreads) p *= 2;
-  return p;
-}
 
 }  // namespace
-
-RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows) {
-  RowSumPlan plan;
-  plan.vectorized = width >= kVectorizeFrom;
-  const int64_t dim0 = plan.vectorized ? width / kRuleVector : width;
-  int lanes = std::min(pow2_floor_capped(dim0), kWarpLanes);
-  const int height = std::min(pow2_floor_capped(std::max<int64_t>(rows, 1)), kReduceMaxThreads / lanes);
-  plan.lanes = std::min(pow2_floor_capped(dim0), kReduceMaxThreads / height);
-  return plan;
-}
 
 namespace {
 

@@ -58,20 +58,28 @@ float clamp_min_max_f32(float v, float lo, float hi) {
   return cuda_fminf(cuda_fmaxf(v, lo), hi);
 }
 
-float torch_row_sum(std::span<const float> row, int64_t rows) {
-  const int64_t width = static_cast<int64_t>(row.size());
-  if (width == 0) return 0.0f;
+RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows) {
   if (width > kMaxModelledRowWidth)
     throw RejectError("unmodelled", "rule 7 models torch.sum rows up to " + std::to_string(kMaxModelledRowWidth) +
                                         " wide; got " + std::to_string(width));
-  const bool vectorized = width >= kVectorizeFrom;
-  if (vectorized && width % kVectorWidth != 0)
+  RowSumPlan plan;
+  plan.vectorized = width >= kVectorizeFrom;
+  if (plan.vectorized && width % kVectorWidth != 0)
     throw RejectError("unmodelled", "rule 7 does not model torch.sum over rows of width >= 128 that are not a "
                                     "multiple of 4; got " + std::to_string(width));
-  const int64_t dim0 = vectorized ? width / kVectorWidth : width;
-  int64_t lanes = std::min(pow2_floor_capped(dim0), kWarpLanes);
+  const int64_t dim0 = plan.vectorized ? width / kVectorWidth : width;
+  const int64_t lanes = std::min(pow2_floor_capped(dim0), kWarpLanes);
   const int64_t height = std::min(pow2_floor_capped(std::max<int64_t>(rows, 1)), kMaxThreads / lanes);
-  lanes = std::min(pow2_floor_capped(dim0), kMaxThreads / height);
+  plan.lanes = std::min(pow2_floor_capped(dim0), kMaxThreads / height);
+  return plan;
+}
+
+float torch_row_sum(std::span<const float> row, int64_t rows) {
+  const int64_t width = static_cast<int64_t>(row.size());
+  if (width == 0) return 0.0f;
+  const RowSumPlan plan = torch_row_sum_plan(width, rows);
+  const bool vectorized = plan.vectorized;
+  const int64_t lanes = plan.lanes;
 
   std::vector<float> lane_value(static_cast<size_t>(lanes));
   for (int64_t l = 0; l < lanes; ++l) {

@@ -33,6 +33,16 @@ float cuda_fmaxf(float x, float y);
 float clamp_max_f32(float v, float hi);
 float clamp_min_max_f32(float v, float lo, float hi);
 
+// The launch shape of ATen's Reduce.cuh for rows of `width` fp32 values in a tensor of `rows` rows
+// (rule 7): whether each lane loads 4-element vectors, and how many lanes share a row. Throws
+// RejectError("unmodelled") for the layouts rule 7 does not cover. Every backend that reproduces
+// torch.sum's order takes its plan from here.
+struct RowSumPlan {
+  bool vectorized = false;
+  int64_t lanes = 1;
+};
+RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows);
+
 // Rule 7, last-dim reduce of one contiguous fp32 row of width `width` inside a tensor of `rows`
 // rows: the lane model with four position accumulators and the halving tree. The row count is
 // part of the order (it sets the lane count). Throws RejectError("unmodelled") for the layouts

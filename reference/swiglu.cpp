@@ -9,21 +9,12 @@ namespace {
 
 using swiglu::ClampGate;
 
-void check_activation_dtype(const Tensor& t, const std::string& name) {
-  if (t.dtype() != DType::kBF16 && t.dtype() != DType::kFP16 && t.dtype() != DType::kFP32)
-    throw RejectError("dtype", "swiglu: " + name + " must be bf16, fp16 or fp32; got " +
-                                   std::string(dtype_name(t.dtype())));
-}
-
 // y + bias when the bias variant is used: one eager add, rounded to y's dtype.
 Tensor biased_input(const Case& c) {
   const Tensor& y = *c.input("y");
   const Tensor* bias = c.input("bias");
   if (!bias) return y;
-  if (bias->rank() != 1 || bias->dim(0) != y.dim(1))
-    throw RejectError("shape", "swiglu: bias must have shape [" + std::to_string(y.dim(1)) + "]; got " +
-                                   shape_string(bias->shape()));
-  if (bias->dtype() != y.dtype()) throw RejectError("dtype", "swiglu: bias must have y's dtype");
+  swiglu::check_bias(y, bias);
   Tensor out(y.dtype(), y.shape());
   for (int64_t i = 0; i < y.numel(); ++i) out.set_f32(i, y.f32(i) + bias->f32(i % y.dim(1)));
   return out;
@@ -32,7 +23,7 @@ Tensor biased_input(const Case& c) {
 }  // namespace
 
 TensorMap swiglu_megatron(const Case& c, swiglu::ClampGate gate) {
-  check_activation_dtype(*c.input("y"), "y");
+  swiglu::check_activation_dtype("swiglu", *c.input("y"), "y");
   const auto [rows, F] = swiglu::split_y("swiglu", *c.input("y"));
   const Tensor y = biased_input(c);
   const std::optional<double> clamp = swiglu::active_clamp(c, gate);
@@ -46,10 +37,7 @@ TensorMap swiglu_megatron(const Case& c, swiglu::ClampGate gate) {
     return {{"out", out}};
   }
   const Tensor& g = *c.input("g");
-  if (g.shape() != Shape{rows, F})
-    throw RejectError("shape", "swiglu: g must have shape " + shape_string({rows, F}) + "; got " +
-                                   shape_string(g.shape()));
-  if (g.dtype() != act) throw RejectError("dtype", "swiglu: g must have y's dtype");
+  swiglu::check_grad("swiglu", g, rows, F, act);
   Tensor d_y(act, {rows, 2 * F});
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < F; ++j) {

@@ -29,6 +29,13 @@ std::optional<double> active_clamp(const Case& c, ClampGate gate);
 // (bf16 with fp16 promotes to fp32 too).
 DType promote(DType a, DType b);
 
+// --- input checks: every backend calls these, so a rejection has one class and one message -----
+void check_activation_dtype(const std::string& who, const Tensor& t, const std::string& name);  // bf16/fp16/fp32
+void check_bias(const Tensor& y, const Tensor* bias);  // [2F], y's dtype
+// scale is [rows] or [rows, 1]; d_scale takes the same shape (the rank rule of the #1078 review).
+void check_scale_shape(const std::string& who, const Tensor& scale, int64_t rows);
+void check_grad(const std::string& who, const Tensor& g, int64_t rows, int64_t F, DType act);
+
 // --- Megatron eager element formulas (each eager op rounds to its output dtype, rule 1) -------
 
 // The swiglu value of one element, in the activation dtype `act`: the unclamped eager form
@@ -48,6 +55,16 @@ struct PaddleClamp {
   bool on = false;
   float cv = 0;  // static_cast<float>(clamp_value)
 };
+// The checks of the kernel's host code (dtypes, vector width, the clamp kernel's own check of
+// clamp_value), in its order; the clamp is active when present and > 0 (the Python wrapper).
+struct PaddleInputs {
+  std::string who;  // "fused_swiglu_scale" or "fused_swiglu_scale_bwd", as its messages say
+  DType act, s;
+  int64_t rows, F;
+  PaddleClamp clamp;
+};
+PaddleInputs check_paddle(const Case& c);
+
 float paddle_gate(float g, const PaddleClamp& c);   // fminf(g, cv)
 float paddle_value(float v, const PaddleClamp& c);  // fmaxf(fminf(v, cv), -cv)
 

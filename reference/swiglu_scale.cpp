@@ -17,29 +17,6 @@ using swiglu::ClampGate;
 constexpr int kPaddleBlock = 256;
 constexpr int kPacketBytes = 16;
 
-struct ScaleInputs {
-  const Tensor& y;
-  const Tensor& scale;
-  int64_t rows, F;
-};
-
-// scale is [rows] or [rows, 1]; d_scale takes the same shape (the rank rule of the #1078 review).
-void check_scale_shape(const std::string& who, const Tensor& scale, int64_t rows) {
-  const bool ok = (scale.rank() == 1 && scale.dim(0) == rows) ||
-                  (scale.rank() == 2 && scale.dim(0) == rows && scale.dim(1) == 1);
-  if (!ok)
-    throw RejectError("shape", who + ": scale must have shape [rows] or [rows, 1] with rows = " +
-                                   std::to_string(rows) + "; got " + shape_string(scale.shape()));
-}
-
-void check_grad(const std::string& who, const Case& c, int64_t rows, int64_t F, DType act) {
-  const Tensor& g = *c.input("g");
-  if (g.shape() != Shape{rows, F})
-    throw RejectError("shape", who + ": g must have shape " + shape_string({rows, F}) + "; got " +
-                                   shape_string(g.shape()));
-  if (g.dtype() != act) throw RejectError("dtype", who + ": g must have y's dtype");
-}
-
 float at(const Tensor& y, int64_t r, int64_t F, int64_t j, bool value_half) {
   return y.f32(r * 2 * F + (value_half ? F : 0) + j);
 }
@@ -53,11 +30,10 @@ TensorMap swiglu_scale_megatron(const Case& c, ClampGate gate) {
   const std::string who = "swiglu_scale";
   const Tensor& y = *c.input("y");
   const Tensor& scale = *c.input("scale");
-  for (const Tensor* t : {&y, &scale})
-    if (t->dtype() != DType::kBF16 && t->dtype() != DType::kFP16 && t->dtype() != DType::kFP32)
-      throw RejectError("dtype", who + ": y and scale must be bf16, fp16 or fp32");
+  swiglu::check_activation_dtype(who, y, "y");
+  swiglu::check_activation_dtype(who, scale, "scale");
   const auto [rows, F] = swiglu::split_y(who, y);
-  check_scale_shape(who, scale, rows);
+  swiglu::check_scale_shape(who, scale, rows);
   const std::optional<double> clamp = swiglu::active_clamp(c, gate);
   const DType act = y.dtype(), w = scale.dtype(), chain = swiglu::promote(act, w);
 
@@ -70,8 +46,8 @@ TensorMap swiglu_scale_megatron(const Case& c, ClampGate gate) {
       }
     return {{"out", out}};
   }
-  check_grad(who, c, rows, F, act);
   const Tensor& g = *c.input("g");
+  swiglu::check_grad(who, g, rows, F, act);
   Tensor d_y(act, {rows, 2 * F});
   Tensor d_scale(w, scale.shape());
   std::vector<float> products(static_cast<size_t>(F));
@@ -98,38 +74,7 @@ TensorMap swiglu_scale_megatron(const Case& c, ClampGate gate) {
 // multiply-add into an FMA, the formula says std::fma.
 namespace {
 
-struct PaddleCase {
-  DType act, s;
-  int64_t rows, F;
-  swiglu::PaddleClamp clamp;
-};
-
-PaddleCase check_paddle(const Case& c) {
-  const bool bwd = c.direction == Direction::kBackward;
-  const std::string who = bwd ? "fused_swiglu_scale_bwd" : "fused_swiglu_scale";
-  const Tensor& y = *c.input("y");
-  const Tensor& scale = *c.input("scale");
-  const auto [rows, F] = swiglu::split_y(who, y);
-  check_scale_shape(who, scale, rows);
-  if (bwd) check_grad(who, c, rows, F, y.dtype());
-  if (y.dtype() != DType::kBF16 && y.dtype() != DType::kFP32)
-    throw RejectError("dtype", who + ": X must be bfloat16 or float32; got " + std::string(dtype_name(y.dtype())));
-  if (scale.dtype() != DType::kBF16 && scale.dtype() != DType::kFP32)
-    throw RejectError("dtype", who + ": Scale must be bfloat16 or float32; got " + std::string(dtype_name(scale.dtype())));
-  if (y.dtype() == DType::kFP32 && scale.dtype() != DType::kFP32)
-    throw RejectError("dtype", who + ": float32 X requires float32 Scale");
-  const int64_t vec = kPacketBytes / dtype_size(y.dtype());
-  if (F % vec != 0)
-    throw RejectError("shape", who + ": hidden_size must be divisible by the vector width (" + std::to_string(vec) +
-                                   " for " + std::string(dtype_name(y.dtype())) + "); got " + std::to_string(F));
-  swiglu::PaddleClamp clamp;
-  if (const auto value = swiglu::active_clamp(c, ClampGate::kPositive)) {
-    if (!std::isfinite(*value))
-      throw RejectError("attr", who + "_clamp: clamp_value must be finite and greater than zero");
-    clamp = {true, static_cast<float>(*value)};
-  }
-  return {y.dtype(), scale.dtype(), rows, F, clamp};
-}
+using PaddleCase = swiglu::PaddleInputs;
 
 // One term of the d_scale sum, accumulated into `acc` the way the kernel's source reads.
 float paddle_d_scale_step(const PaddleCase& p, float acc, float sw, float dout) {
@@ -150,7 +95,7 @@ float paddle_tree(std::array<float, kPaddleBlock>& lane) {
 }  // namespace
 
 TensorMap swiglu_scale_paddle(const Case& c, bool shipped_clamp_shape) {
-  const PaddleCase p = check_paddle(c);
+  const PaddleCase p = swiglu::check_paddle(c);
   const Tensor& y = *c.input("y");
   const Tensor& scale = *c.input("scale");
   const int64_t rows = p.rows, F = p.F;
