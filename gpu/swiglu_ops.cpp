@@ -45,6 +45,27 @@ Tensor from_device(const DeviceBuffer& buffer, DType dtype, Shape shape) {
   return t;
 }
 
+// The forward launch of both Megatron ops: swiglu has an optional bias and no scale, swiglu_scale
+// a scale and no bias.
+TensorMap megatron_forward(DType act, int64_t rows, int64_t F, const Tensor& y, const Tensor* bias,
+                           const Tensor* scale, const MegatronClamp& clamp, const CudaOptions& options) {
+  const DeviceBuffer d_y = to_device(y), d_bias = to_device(bias), d_scale = to_device(scale);
+  DeviceBuffer out(static_cast<size_t>(rows * F) * dtype_size(act));
+  MegatronForward p;
+  p.act = act;
+  p.rows = rows;
+  p.F = F;
+  p.y = d_y.get();
+  p.bias = d_bias.get();
+  p.scale = d_scale.get();
+  if (scale) p.scale_dtype = scale->dtype();
+  p.clamp = clamp;
+  p.out = out.get();
+  p.ilp = options.ilp;
+  launch_megatron_forward(p);
+  return {{"out", from_device(out, act, {rows, F})}};
+}
+
 }  // namespace
 
 RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows) {
@@ -62,21 +83,8 @@ TensorMap swiglu_megatron_cuda(const Case& c, ClampGate gate, const CudaOptions&
   const MegatronClamp clamp = megatron_clamp(ref::swiglu::active_clamp(c, gate));
   const DType act = y.dtype();
 
+  if (c.direction == Direction::kForward) return megatron_forward(act, rows, F, y, bias, nullptr, clamp, options);
   const DeviceBuffer d_y_in = to_device(y), d_bias = to_device(bias);
-  if (c.direction == Direction::kForward) {
-    DeviceBuffer out(static_cast<size_t>(rows * F) * dtype_size(act));
-    MegatronForward p;
-    p.act = act;
-    p.rows = rows;
-    p.F = F;
-    p.y = d_y_in.get();
-    p.bias = d_bias.get();
-    p.clamp = clamp;
-    p.out = out.get();
-    p.ilp = options.ilp;
-    launch_megatron_forward(p);
-    return {{"out", from_device(out, act, {rows, F})}};
-  }
   const Tensor& g = input(c, "g");
   ref::swiglu::check_grad("swiglu", g, rows, F, act);
   const DeviceBuffer d_g = to_device(g);
@@ -107,22 +115,8 @@ TensorMap swiglu_scale_megatron_cuda(const Case& c, ClampGate gate, const CudaOp
   const MegatronClamp clamp = megatron_clamp(ref::swiglu::active_clamp(c, gate));
   const DType act = y.dtype(), w = scale.dtype();
 
+  if (c.direction == Direction::kForward) return megatron_forward(act, rows, F, y, nullptr, &scale, clamp, options);
   const DeviceBuffer d_y_in = to_device(y), d_scale_in = to_device(scale);
-  if (c.direction == Direction::kForward) {
-    DeviceBuffer out(static_cast<size_t>(rows * F) * dtype_size(act));
-    MegatronForward p;
-    p.act = act;
-    p.rows = rows;
-    p.F = F;
-    p.y = d_y_in.get();
-    p.scale = d_scale_in.get();
-    p.scale_dtype = w;
-    p.clamp = clamp;
-    p.out = out.get();
-    p.ilp = options.ilp;
-    launch_megatron_forward(p);
-    return {{"out", from_device(out, act, {rows, F})}};
-  }
   const Tensor& g = input(c, "g");
   ref::swiglu::check_grad(who, g, rows, F, act);
   const bool any_work = rows > 0 && F > 0;
