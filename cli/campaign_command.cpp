@@ -88,8 +88,8 @@ int campaign(const Registry& registry, const CampaignFlags& flags) {
   const CampaignOptions options = options_from(registry, flags);
   StopOnSignals stop_on_signals;
   const reports::Report report = run_campaign(registry, options);
-  std::cout << reports::text_table(report);
   print_findings(report);
+  std::cout << reports::text_table(report);  // last, where a long run's output ends
   if (!flags.report_file.empty()) write_output(flags.report_file, reports::report_to_json(report).dump(2) + "\n");
   if (!flags.junit_file.empty()) write_output(flags.junit_file, reports::junit_xml(report));
   if (report.run.interrupted) return kExitInterrupted;

@@ -23,6 +23,9 @@ struct TensorSpec {
   std::string name;
   std::string doc;
   bool optional = false;
+  // Dimension 0 counts the op's independent rows (tokens): harnesses slice, refill and count rows
+  // through the inputs that say so.
+  bool rows_first = false;
 };
 
 struct AttrSpec {

@@ -11,7 +11,6 @@
 namespace bitparity::props {
 namespace {
 
-constexpr const char* kRowDocPrefix = "[rows";
 constexpr int kFreshRowsSize = 100;  // RapidCheck size for the refilled rows' values
 
 int64_t row_width(const Tensor& t) { return t.dim(0) == 0 ? 0 : t.numel() / t.dim(0); }
@@ -23,7 +22,7 @@ std::vector<std::string> row_inputs(const OpInfo& op, Direction d) {
   auto it = op.inputs.find(d);
   if (it == op.inputs.end()) return names;
   for (const TensorSpec& spec : it->second)
-    if (spec.doc.rfind(kRowDocPrefix, 0) == 0) names.push_back(spec.name);
+    if (spec.rows_first) names.push_back(spec.name);
   return names;
 }
 

@@ -1,6 +1,6 @@
-// The row structure of row-wise ops, read from the registry: an input whose TensorSpec doc begins
-// with "[rows" ("[rows, 2F] activations", "[rows] or [rows, 1] per-row scale") has the rows as its
-// first dimension; every output of such an op does too. Properties that cut, empty or refill rows
+// The row structure of row-wise ops, read from the registry: an input whose TensorSpec says
+// rows_first (swiglu's y and g, swiglu_scale's scale) has the rows as its first dimension; every
+// output of such an op does too. Properties that cut, empty or refill rows
 // (zero rows, batch invariance) use these and name no op.
 #pragma once
 

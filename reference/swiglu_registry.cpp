@@ -243,10 +243,10 @@ OpInfo swiglu_info() {
   OpInfo op;
   op.name = "swiglu";
   op.doc = "SwiGLU silu(a) * b of y = [a | b] (Megatron SwiGLUFunction, BiasSwiGLUFunction), optional clamp";
-  op.inputs[Direction::kForward] = {{"y", "[rows, 2F] activations"}, {"bias", "[2F], added to y first", true}};
-  op.inputs[Direction::kBackward] = {{"y", "[rows, 2F] activations"},
+  op.inputs[Direction::kForward] = {{"y", "[rows, 2F] activations", false, true}, {"bias", "[2F], added to y first", true}};
+  op.inputs[Direction::kBackward] = {{"y", "[rows, 2F] activations", false, true},
                                      {"bias", "[2F], added to y first", true},
-                                     {"g", "[rows, F] gradient of out"}};
+                                     {"g", "[rows, F] gradient of out", false, true}};
   op.outputs[Direction::kForward] = {{"out", "[rows, F]"}};
   op.outputs[Direction::kBackward] = {{"d_y", "[rows, 2F] gradient of y (and, before its row sum, of bias)"}};
   op.attrs = {{"clamp", AttrType::kFloat, "clamp value: a <= c, -c <= b <= c; absent means no clamp"}};
@@ -265,10 +265,10 @@ OpInfo swiglu_scale_info() {
   OpInfo op;
   op.name = "swiglu_scale";
   op.doc = "SwiGLU scaled per row (Megatron WeightedSwiGLUFunction, PaddleFleet fused_swiglu_scale), optional clamp";
-  op.inputs[Direction::kForward] = {{"y", "[rows, 2F] activations"}, {"scale", "[rows] or [rows, 1] per-row scale"}};
-  op.inputs[Direction::kBackward] = {{"y", "[rows, 2F] activations"},
-                                     {"scale", "[rows] or [rows, 1] per-row scale"},
-                                     {"g", "[rows, F] gradient of out"}};
+  op.inputs[Direction::kForward] = {{"y", "[rows, 2F] activations", false, true}, {"scale", "[rows] or [rows, 1] per-row scale", false, true}};
+  op.inputs[Direction::kBackward] = {{"y", "[rows, 2F] activations", false, true},
+                                     {"scale", "[rows] or [rows, 1] per-row scale", false, true},
+                                     {"g", "[rows, F] gradient of out", false, true}};
   op.outputs[Direction::kForward] = {{"out", "[rows, F]"}};
   op.outputs[Direction::kBackward] = {{"d_y", "[rows, 2F]"}, {"d_scale", "scale's shape: [rows] or [rows, 1]"}};
   op.attrs = {{"clamp", AttrType::kFloat, "clamp value: a <= c, -c <= b <= c; absent means no clamp"}};
