@@ -66,7 +66,7 @@ PaddleInputs check_paddle(const Case& c) {
       throw RejectError("attr", who + "_clamp: clamp_value must be finite and greater than zero");
     clamp = {true, static_cast<float>(*value)};
   }
-  return {who, y.dtype(), scale.dtype(), rows, F, clamp};
+  return {who, y.dtype(), scale.dtype(), rows, F, clamp, vec};
 }
 
 std::optional<double> active_clamp(const Case& c, ClampGate gate) {

@@ -62,6 +62,7 @@ struct PaddleInputs {
   DType act, s;
   int64_t rows, F;
   PaddleClamp clamp;
+  int64_t vec;  // elements per 16-byte packet (8 for bf16, 4 for fp32); F is a multiple of it
 };
 PaddleInputs check_paddle(const Case& c);
 

@@ -13,9 +13,8 @@ namespace {
 
 using swiglu::ClampGate;
 
-// PaddleFleet's launch: 256 threads per row, each reading 16-byte vectors.
+// PaddleFleet's launch: 256 threads per row, each reading 16-byte vectors (check_paddle's vec).
 constexpr int kPaddleBlock = 256;
-constexpr int kPacketBytes = 16;
 
 float at(const Tensor& y, int64_t r, int64_t F, int64_t j, bool value_half) {
   return y.f32(r * 2 * F + (value_half ? F : 0) + j);
@@ -99,7 +98,7 @@ TensorMap swiglu_scale_paddle(const Case& c, bool shipped_clamp_shape) {
   const Tensor& y = *c.input("y");
   const Tensor& scale = *c.input("scale");
   const int64_t rows = p.rows, F = p.F;
-  const int64_t vec = kPacketBytes / dtype_size(p.act);
+  const int64_t vec = p.vec;
 
   if (c.direction == Direction::kForward) {
     Tensor out(p.act, {rows, F});
