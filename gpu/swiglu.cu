@@ -2,8 +2,14 @@
 // and an optional per-row scale (WeightedSwiGLUFunction's forward), and swiglu's backward.
 //
 // Layout: a grid-stride loop over 16-byte packets of one row (8 bf16/fp16 or 4 fp32 elements of
-// out, with the matching packets of both halves of y). Where F is not a multiple of the packet,
-// the packets of the value half are not aligned, and the kernel walks single elements instead.
+// out, with the matching packets of both halves of y), indexed in 32 bits (the launcher splits
+// larger tensors into row chunks). Where F is not a multiple of the packet, the packets of the
+// value half are not aligned, and the kernel walks single elements instead.
+//
+// Speed (bench/NOTES.md): the clamp and the bias are template parameters, so that an element has
+// no branch; sigmoid and silu take the shortcut of sigmoid_silu_fast, and a packet with an element
+// outside its domain (rare: NaN, Inf, |x| < 2^-100, -88.8 <= x <= -87) is recomputed with the
+// IEEE divisions, so the bits are those of the plain formulas everywhere.
 #include "gpu/swiglu_kernels.h"
 
 #include <algorithm>
@@ -19,79 +25,91 @@ namespace {
 using namespace device;
 
 // The bias variant's input: act(y + bias), one eager add.
-template <class Act>
-__device__ __forceinline__ float biased(float y, const typename Act::Storage* bias, int64_t col) {
-  return bias ? round_as<Act>(__fadd_rn(y, Act::load(bias[col]))) : y;
+template <class Act, bool kBias>
+__device__ __forceinline__ float biased(float y, float bias) {
+  if constexpr (kBias) return round_as<Act>(__fadd_rn(y, bias));
+  return y;
 }
 
-// Where the row of a packet starts, and its column.
-struct PacketAt {
-  int64_t row, col;
-};
+// One output of the forward: swiglu, times the row's scale where there is one (f32(swiglu) * w,
+// rounded once by the store).
+template <class Act, bool kFast, int kClamp>
+__device__ __forceinline__ float forward_element(float a, float b, bool scaled, float s, const MegatronClamp& clamp,
+                                                 bool* in_domain) {
+  const float sw = megatron_swiglu<Act, kFast, kClamp>(a, b, clamp, in_domain);
+  return scaled ? __fmul_rn(sw, s) : sw;
+}
 
-template <class Act, int kIlp>
-__global__ void __launch_bounds__(kThreads) megatron_forward_kernel(MegatronForward p) {
+template <class Act, int kIlp, int kClamp, bool kBias>
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(2, kIlp)) megatron_forward_kernel(MegatronForward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
   const S* bias = static_cast<const S*>(p.bias);
   S* out = static_cast<S*>(p.out);
   const int64_t F = p.F;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-
-  auto element = [&](float a, float b, float s) {
-    const float sw = megatron_swiglu<Act>(a, b, p.clamp);
-    return p.scale ? __fmul_rn(sw, s) : sw;  // f32(swiglu) * w, rounded once by the store
-  };
+  const bool scaled = p.scale != nullptr;
+  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
 
   if (F % N == 0) {
-    const int64_t per_row = F / N;
-    const int64_t total = p.rows * per_row;
-    for (int64_t k0 = first; k0 < total; k0 += stride * kIlp) {
+    for (uint32_t k0 = first; k0 < total; k0 += stride * kIlp) {
       // The loads of kIlp packets first, then their arithmetic.
-      PacketAt at[kIlp];
-      Chunk<Act, N> a[kIlp], b[kIlp];
+      uint32_t row[kIlp], col[kIlp];
+      Chunk<Act, N> a[kIlp], b[kIlp], bias_a[kIlp], bias_b[kIlp];
       float s[kIlp];
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
-        const int64_t k = k0 + u * stride;
+        const uint32_t k = k0 + u * stride;
         if (k >= total) break;
-        at[u].row = k / per_row;
-        at[u].col = (k - at[u].row * per_row) * N;
-        const S* row = y + at[u].row * 2 * F;
-        a[u] = load_raw<Act, N>(row + at[u].col);
-        b[u] = load_raw<Act, N>(row + F + at[u].col);
-        s[u] = p.scale ? load_scalar(p.scale, p.scale_dtype, at[u].row) : 1.0f;
+        row[u] = per_row.div(k);
+        col[u] = (k - row[u] * per_row.d) * N;
+        const S* y_row = y + int64_t{row[u]} * 2 * F;
+        a[u] = load_raw<Act, N>(y_row + col[u]);
+        b[u] = load_raw<Act, N>(y_row + F + col[u]);
+        if constexpr (kBias) {
+          bias_a[u] = load_raw<Act, N>(bias + col[u]);
+          bias_b[u] = load_raw<Act, N>(bias + F + col[u]);
+        }
+        s[u] = scaled ? load_scalar(p.scale, p.scale_dtype, row[u]) : 1.0f;
       }
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
         if (k0 + u * stride >= total) break;
-        const int64_t col = at[u].col;
-        float o[N];
+        float av[N], bv[N], o[N];
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          av[i] = biased<Act, kBias>(Act::load(a[u].e[i]), Act::load(bias_a[u].e[i]));
+          bv[i] = biased<Act, kBias>(Act::load(b[u].e[i]), Act::load(bias_b[u].e[i]));
+        }
+        bool in_domain = true;
 #pragma unroll
         for (int i = 0; i < N; ++i)
-          o[i] = element(biased<Act>(Act::load(a[u].e[i]), bias, col + i),
-                         biased<Act>(Act::load(b[u].e[i]), bias, F + col + i), s[u]);
-        store_chunk<Act, N>(out + at[u].row * F + col, o);
+          o[i] = forward_element<Act, true, kClamp>(av[i], bv[i], scaled, s[u], p.clamp, &in_domain);
+        if (!in_domain) {
+#pragma unroll
+          for (int i = 0; i < N; ++i)
+            o[i] = forward_element<Act, false, kClamp>(av[i], bv[i], scaled, s[u], p.clamp, nullptr);
+        }
+        store_chunk<Act, N>(out + int64_t{row[u]} * F + col[u], o);
       }
     }
   } else {
-    const int64_t total = p.rows * F;
-    for (int64_t k = first; k < total; k += stride) {
-      const int64_t r = k / F;
-      const int64_t col = k - r * F;
-      const S* row = y + r * 2 * F;
-      const float a = biased<Act>(Act::load(row[col]), bias, col);
-      const float b = biased<Act>(Act::load(row[F + col]), bias, F + col);
-      const float s = p.scale ? load_scalar(p.scale, p.scale_dtype, r) : 1.0f;
-      out[k] = Act::store(element(a, b, s));
+    for (uint32_t k = first; k < total; k += stride) {
+      const uint32_t r = per_row.div(k);
+      const int64_t col = k - r * per_row.d;
+      const S* y_row = y + int64_t{r} * 2 * F;
+      const float a = biased<Act, kBias>(Act::load(y_row[col]), kBias ? Act::load(bias[col]) : 0.0f);
+      const float b = biased<Act, kBias>(Act::load(y_row[F + col]), kBias ? Act::load(bias[F + col]) : 0.0f);
+      const float s = scaled ? load_scalar(p.scale, p.scale_dtype, r) : 1.0f;
+      out[int64_t{r} * F + col] = Act::store(forward_element<Act, false, kClamp>(a, b, scaled, s, p.clamp, nullptr));
     }
   }
 }
 
-template <class Act, int kIlp>
-__global__ void __launch_bounds__(kThreads) megatron_backward_kernel(MegatronBackward p) {
+template <class Act, int kIlp, int kClamp, bool kBias>
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(3, kIlp)) megatron_backward_kernel(MegatronBackward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -99,74 +117,133 @@ __global__ void __launch_bounds__(kThreads) megatron_backward_kernel(MegatronBac
   const S* g = static_cast<const S*>(p.g);
   S* d_y = static_cast<S*>(p.d_y);
   const int64_t F = p.F;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
 
   if (F % N == 0) {
-    const int64_t per_row = F / N;
-    const int64_t total = p.rows * per_row;
-    for (int64_t k0 = first; k0 < total; k0 += stride * kIlp) {
-      PacketAt at[kIlp];
-      Chunk<Act, N> a[kIlp], b[kIlp], gv[kIlp];
+    for (uint32_t k0 = first; k0 < total; k0 += stride * kIlp) {
+      uint32_t row[kIlp], col[kIlp];
+      Chunk<Act, N> a[kIlp], b[kIlp], gv[kIlp], bias_a[kIlp], bias_b[kIlp];
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
-        const int64_t k = k0 + u * stride;
+        const uint32_t k = k0 + u * stride;
         if (k >= total) break;
-        at[u].row = k / per_row;
-        at[u].col = (k - at[u].row * per_row) * N;
-        const S* row = y + at[u].row * 2 * F;
-        a[u] = load_raw<Act, N>(row + at[u].col);
-        b[u] = load_raw<Act, N>(row + F + at[u].col);
-        gv[u] = load_raw<Act, N>(g + at[u].row * F + at[u].col);
+        row[u] = per_row.div(k);
+        col[u] = (k - row[u] * per_row.d) * N;
+        const S* y_row = y + int64_t{row[u]} * 2 * F;
+        a[u] = load_raw<Act, N>(y_row + col[u]);
+        b[u] = load_raw<Act, N>(y_row + F + col[u]);
+        gv[u] = load_raw<Act, N>(g + int64_t{row[u]} * F + col[u]);
+        if constexpr (kBias) {
+          bias_a[u] = load_raw<Act, N>(bias + col[u]);
+          bias_b[u] = load_raw<Act, N>(bias + F + col[u]);
+        }
       }
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
         if (k0 + u * stride >= total) break;
-        const int64_t col = at[u].col;
-        float da[N], db[N];
+        float av[N], bv[N], da[N], db[N];
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-          const MegatronGrad d = megatron_swiglu_back<Act>(
-              true, Act::load(gv[u].e[i]), biased<Act>(Act::load(a[u].e[i]), bias, col + i),
-              biased<Act>(Act::load(b[u].e[i]), bias, F + col + i), p.clamp);
+          av[i] = biased<Act, kBias>(Act::load(a[u].e[i]), Act::load(bias_a[u].e[i]));
+          bv[i] = biased<Act, kBias>(Act::load(b[u].e[i]), Act::load(bias_b[u].e[i]));
+        }
+        bool in_domain = true;
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const MegatronGrad d =
+              megatron_swiglu_back<Act, true, kClamp>(true, Act::load(gv[u].e[i]), av[i], bv[i], p.clamp, &in_domain);
           da[i] = d.da;
           db[i] = d.db;
         }
-        store_chunk<Act, N>(d_y + at[u].row * 2 * F + col, da);
-        store_chunk<Act, N>(d_y + at[u].row * 2 * F + F + col, db);
+        if (!in_domain) {
+#pragma unroll
+          for (int i = 0; i < N; ++i) {
+            const MegatronGrad d = megatron_swiglu_back<Act, false, kClamp>(true, Act::load(gv[u].e[i]), av[i], bv[i],
+                                                                             p.clamp);
+            da[i] = d.da;
+            db[i] = d.db;
+          }
+        }
+        S* d_row = d_y + int64_t{row[u]} * 2 * F;
+        store_chunk<Act, N>(d_row + col[u], da);
+        store_chunk<Act, N>(d_row + F + col[u], db);
       }
     }
   } else {
-    const int64_t total = p.rows * F;
-    for (int64_t k = first; k < total; k += stride) {
-      const int64_t r = k / F;
-      const int64_t col = k - r * F;
-      const S* row = y + r * 2 * F;
+    for (uint32_t k = first; k < total; k += stride) {
+      const uint32_t r = per_row.div(k);
+      const int64_t col = k - r * per_row.d;
+      const S* y_row = y + int64_t{r} * 2 * F;
+      const float a = biased<Act, kBias>(Act::load(y_row[col]), kBias ? Act::load(bias[col]) : 0.0f);
+      const float b = biased<Act, kBias>(Act::load(y_row[F + col]), kBias ? Act::load(bias[F + col]) : 0.0f);
       const MegatronGrad d =
-          megatron_swiglu_back<Act>(true, Act::load(g[k]), biased<Act>(Act::load(row[col]), bias, col),
-                                       biased<Act>(Act::load(row[F + col]), bias, F + col), p.clamp);
-      d_y[r * 2 * F + col] = Act::store(d.da);
-      d_y[r * 2 * F + F + col] = Act::store(d.db);
+          megatron_swiglu_back<Act, false, kClamp>(true, Act::load(g[int64_t{r} * F + col]), a, b, p.clamp);
+      d_y[int64_t{r} * 2 * F + col] = Act::store(d.da);
+      d_y[int64_t{r} * 2 * F + F + col] = Act::store(d.db);
     }
   }
 }
 
+template <class T>
+T* advanced(T* p, int64_t bytes) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+  return p ? reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes) : p;
+}
+
+// Runs Go<kClamp, kBias>::run(args) for the case's clamp and bias, known at compile time there.
+template <template <int, bool> class Go, class Args>
+void dispatch_clamp_bias(const Args& args) {
+  const bool bias = args.bias != nullptr;
+  if (args.clamp.on) return bias ? Go<kClampOn, true>::run(args) : Go<kClampOn, false>::run(args);
+  return bias ? Go<kClampOff, true>::run(args) : Go<kClampOff, false>::run(args);
+}
+
 template <class Act, int kIlp>
 struct ForwardLaunch {
-  static void run(const MegatronForward& p) {
-    const unsigned grid = grid_for(elementwise_items(p.rows, p.F, kPacket<Act>));
-    megatron_forward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
-    check_launch("swiglu megatron_forward", p.stream);
-  }
+  template <int kClamp, bool kBias>
+  struct Go {
+    static void run(const MegatronForward& p) {
+      constexpr auto kernel = megatron_forward_kernel<Act, kIlp, kClamp, kBias>;
+      const int64_t per_row = elementwise_items(1, p.F, kPacket<Act>);
+      const int64_t act = sizeof(typename Act::Storage);
+      for_each_row_chunk(p.rows, per_row, [&](int64_t first, int64_t rows) {
+        MegatronForward c = p;
+        c.rows = rows;
+        c.y = advanced(p.y, first * 2 * p.F * act);
+        c.out = advanced(p.out, first * p.F * act);
+        c.scale = advanced(p.scale, first * static_cast<int64_t>(dtype_size(p.scale_dtype)));
+        kernel<<<resident_grid<kernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(
+            c, Divider(static_cast<uint32_t>(per_row)));
+        check_launch("swiglu megatron_forward", p.stream);
+      });
+    }
+  };
+  static void run(const MegatronForward& p) { dispatch_clamp_bias<Go>(p); }
 };
 
 template <class Act, int kIlp>
 struct BackwardLaunch {
-  static void run(const MegatronBackward& p) {
-    const unsigned grid = grid_for(elementwise_items(p.rows, p.F, kPacket<Act>));
-    megatron_backward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
-    check_launch("swiglu megatron_backward", p.stream);
-  }
+  template <int kClamp, bool kBias>
+  struct Go {
+    static void run(const MegatronBackward& p) {
+      constexpr auto kernel = megatron_backward_kernel<Act, kIlp, kClamp, kBias>;
+      const int64_t per_row = elementwise_items(1, p.F, kPacket<Act>);
+      const int64_t act = sizeof(typename Act::Storage);
+      for_each_row_chunk(p.rows, per_row, [&](int64_t first, int64_t rows) {
+        MegatronBackward c = p;
+        c.rows = rows;
+        c.y = advanced(p.y, first * 2 * p.F * act);
+        c.g = advanced(p.g, first * p.F * act);
+        c.d_y = advanced(p.d_y, first * 2 * p.F * act);
+        kernel<<<resident_grid<kernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(
+            c, Divider(static_cast<uint32_t>(per_row)));
+        check_launch("swiglu megatron_backward", p.stream);
+      });
+    }
+  };
+  static void run(const MegatronBackward& p) { dispatch_clamp_bias<Go>(p); }
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,20 @@ struct FP32 {
 template <class T>
 __device__ __forceinline__ float round_as(float x) {
   return T::load(T::store(x));
+}
+
+// bf16: cvt.rn.bf16x2.f32 of (x, 0) is one F2FP instruction whose 32 bits are the fp32 value of
+// bf16(x) (upper half bf16(x), lower half bf16(+0) = 0), where __float2bfloat16_rn and a shift
+// take two. Same rounding (RNE, subnormals kept); math_gpu_test compares the two on all 2^32 inputs.
+template <>
+__device__ __forceinline__ float round_as<BF16>(float x) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x), "f"(0.0f));
+  return __uint_as_float(r);
+#else
+  return BF16::load(BF16::store(x));
+#endif
 }
 
 // The same for a dtype known only at run time (bf16, fp16 or fp32): scale and chain dtypes.
@@ -165,6 +180,60 @@ __device__ __forceinline__ SigmoidSilu sigmoid_silu(float x) {
   return {__fdiv_rn(1.0f, den), __fdiv_rn(x, den)};
 }
 
+// rcp.approx.ftz.f32, the MUFU.RCP unit (host: the correctly rounded reciprocal, flushed like it).
+__device__ __forceinline__ float rcp_approx_ftz(float d) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(d));
+  return r;
+#else
+  const float r = 1.0f / d;
+  return std::fabs(r) < 0x1p-126f ? std::copysign(0.0f, r) : r;
+#endif
+}
+
+// The same two quotients without __fdiv_rn's range check and its out-of-line slow path, so that
+// the eight elements of a packet compile to one straight block: one MUFU.RCP and one Newton step
+// shared by both quotients, then each quotient and its correction, the sequence nvcc emits inside
+// __fdiv_rn. The result is correctly rounded, hence equal to sigmoid_silu(x), wherever `in_domain`
+// says so: x finite with |x| >= 2^-100 (the remainder x - den * q stays exact) and den either below
+// 2^126 (1/den is normal) or +Inf (x < -88.8: den is clamped to 2^127, whose flushed reciprocal 0
+// gives +0 and x * 0 = -0, the IEEE quotients). The band between, -88.8 <= x <= -87, where 1/den
+// is subnormal, and the excluded x are left to the caller, who recomputes them with sigmoid_silu.
+// math_gpu_test compares this with sigmoid_silu on all 2^32 inputs.
+__device__ __forceinline__ SigmoidSilu sigmoid_silu_fast(float x, bool& in_domain) {
+  const ExpfFactors e = expf_factors(-x);
+  const float d = fminf(__fmaf_rn(e.mantissa, e.scale, 1.0f), 0x1p127f);
+  const float r0 = rcp_approx_ftz(d);
+  const float r = __fmaf_rn(r0, __fmaf_rn(-d, r0, 1.0f), r0);
+  const float sigmoid = __fmaf_rn(__fmaf_rn(-d, r, 1.0f), r, r);
+  const float q = __fmul_rn(x, r);
+  const float silu = __fmaf_rn(__fmaf_rn(-d, q, x), r, q);
+  const float ax = fabsf(x);
+  in_domain = in_domain && ax >= 0x1p-100f && ax <= 0x1.fffffep127f && (x > -87.0f || x < -88.8f);
+  return {sigmoid, silu};
+}
+
+// sigmoid_silu (kFast false) or sigmoid_silu_fast, which clears *in_domain where it may differ.
+template <bool kFast>
+__device__ __forceinline__ SigmoidSilu sigmoid_silu_as(float x, bool* in_domain) {
+  if constexpr (kFast) {
+    return sigmoid_silu_fast(x, *in_domain);
+  } else {
+    (void)in_domain;
+    return sigmoid_silu(x);
+  }
+}
+
+// Whether a kernel's clamp is on: fixed at compile time (kClampOff, kClampOn: kernels instantiated
+// per case, so that no element carries a branch) or read from the struct (kClampRuntime).
+inline constexpr int kClampRuntime = -1, kClampOff = 0, kClampOn = 1;
+template <int kClamp, class Clamp>
+__device__ __forceinline__ bool clamp_is_on(const Clamp& c) {
+  if constexpr (kClamp == kClampRuntime) return c.on;
+  return kClamp == kClampOn;
+}
+
 // --- Megatron clamp (ATen clamp kernels, reference numerics.cpp) ---------------------------
 // x.clamp(max=hi) and x.clamp(min=lo, max=hi) as ATen's CUDA kernels compute them: NaN inputs
 // propagate, otherwise CUDA's fminf/fmaxf (of two zeros, min gives -0 and max gives +0; lo > hi
@@ -187,11 +256,14 @@ __device__ __forceinline__ Halves clamp_halves(float a, float b, const MegatronC
 // --- Megatron eager elements (spec OP-4, OP-5, OP-6; reference swiglu_common.cpp) ------------
 
 // The swiglu value in the activation type: bf(f32(bf(silu(a))) * b), or clamped bf(silu(a_c) * b_c).
-template <class Act>
-__device__ __forceinline__ float megatron_swiglu(float a, float b, const MegatronClamp& clamp) {
-  if (!clamp.on) return round_as<Act>(__fmul_rn(round_as<Act>(sigmoid_silu(a).silu), b));
+// kFast: sigmoid_silu_fast, clearing *in_domain where the caller must recompute with kFast false.
+template <class Act, bool kFast = false, int kClamp = kClampRuntime>
+__device__ __forceinline__ float megatron_swiglu(float a, float b, const MegatronClamp& clamp,
+                                                 bool* in_domain = nullptr) {
+  if (!clamp_is_on<kClamp>(clamp))
+    return round_as<Act>(__fmul_rn(round_as<Act>(sigmoid_silu_as<kFast>(a, in_domain).silu), b));
   const Halves c = clamp_halves(a, b, clamp);
-  return round_as<Act>(__fmul_rn(sigmoid_silu(c.a).silu, c.b));
+  return round_as<Act>(__fmul_rn(sigmoid_silu_as<kFast>(c.a, in_domain).silu, c.b));
 }
 
 // The backward of one element with g' in the chain dtype (the activation type, or fp32 once g
@@ -201,25 +273,27 @@ struct MegatronGrad {
   float swiglu;  // megatron_swiglu(a, b)
 };
 
-template <class Act>
+template <class Act, bool kFast = false, int kClamp = kClampRuntime>
 __device__ __forceinline__ MegatronGrad megatron_swiglu_back(bool chain_is_act, float g, float a, float b,
-                                                             const MegatronClamp& clamp) {
+                                                             const MegatronClamp& clamp, bool* in_domain = nullptr) {
   auto chain = [chain_is_act](float x) { return chain_is_act ? round_as<Act>(x) : x; };
-  if (!clamp.on) {
+  if (!clamp_is_on<kClamp>(clamp)) {
     // swiglu_back_eager: each eager op on act tensors rounds to act; products promote to chain.
-    const SigmoidSilu f = sigmoid_silu(a);
+    const SigmoidSilu f = sigmoid_silu_as<kFast>(a, in_domain);
     const float s = round_as<Act>(f.sigmoid);
     const float t4 = round_as<Act>(__fadd_rn(1.0f, round_as<Act>(__fmul_rn(a, round_as<Act>(__fsub_rn(1.0f, s))))));
     const float silu = round_as<Act>(f.silu);
     const float da = chain(__fmul_rn(chain(__fmul_rn(chain(__fmul_rn(g, s)), t4)), b));
     const float db = chain(__fmul_rn(g, silu));
+    // A chain in the activation type has rounded da and db already.
+    if (chain_is_act) return {da, db, round_as<Act>(__fmul_rn(silu, b))};
     return {round_as<Act>(da), round_as<Act>(db), round_as<Act>(__fmul_rn(silu, b))};
   }
   // clamped_swiglu_back: fp32 throughout, 0/1 masks of the raw values, one rounding at the end.
   const Halves c = clamp_halves(a, b, clamp);
   const float mask_a = a <= clamp.hi ? 1.0f : 0.0f;
   const float mask_b = (b >= clamp.lo && b <= clamp.hi) ? 1.0f : 0.0f;
-  const SigmoidSilu f = sigmoid_silu(c.a);
+  const SigmoidSilu f = sigmoid_silu_as<kFast>(c.a, in_domain);
   const float bracket = __fadd_rn(1.0f, __fmul_rn(c.a, __fsub_rn(1.0f, f.sigmoid)));
   const float da = __fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(g, f.sigmoid), bracket), c.b), mask_a);
   const float db = __fmul_rn(__fmul_rn(g, f.silu), mask_b);
@@ -228,16 +302,22 @@ __device__ __forceinline__ MegatronGrad megatron_swiglu_back(bool chain_is_act, 
 
 // --- PaddleFleet fuse_swiglu_scale.cu elements (reference swiglu_scale.cpp) -------------------
 
-__device__ __forceinline__ float paddle_gate(float g, const PaddleClamp& c) { return c.on ? fminf(g, c.cv) : g; }
+template <int kClamp = kClampRuntime>
+__device__ __forceinline__ float paddle_gate(float g, const PaddleClamp& c) {
+  return clamp_is_on<kClamp>(c) ? fminf(g, c.cv) : g;
+}
+template <int kClamp = kClampRuntime>
 __device__ __forceinline__ float paddle_value(float v, const PaddleClamp& c) {
-  return c.on ? fmaxf(fminf(v, c.cv), -c.cv) : v;
+  return clamp_is_on<kClamp>(c) ? fmaxf(fminf(v, c.cv), -c.cv) : v;
 }
 
 // out = ((g ⊗ σ(g)) ⊗ v) ⊗ s, rounded once to the activation type by the caller.
-__device__ __forceinline__ float paddle_forward(float g_raw, float v_raw, float s, const PaddleClamp& clamp) {
-  const float g = paddle_gate(g_raw, clamp);
-  const float v = paddle_value(v_raw, clamp);
-  return __fmul_rn(__fmul_rn(__fmul_rn(g, sigmoid_silu(g).sigmoid), v), s);
+template <bool kFast = false, int kClamp = kClampRuntime>
+__device__ __forceinline__ float paddle_forward(float g_raw, float v_raw, float s, const PaddleClamp& clamp,
+                                                bool* in_domain = nullptr) {
+  const float g = paddle_gate<kClamp>(g_raw, clamp);
+  const float v = paddle_value<kClamp>(v_raw, clamp);
+  return __fmul_rn(__fmul_rn(__fmul_rn(g, sigmoid_silu_as<kFast>(g, in_domain).sigmoid), v), s);
 }
 
 struct PaddleGrad {
@@ -246,15 +326,17 @@ struct PaddleGrad {
 
 // One element of the backward; accumulates its d_scale term into `acc` the way the kernel's
 // source reads (reference paddle_d_scale_step).
-template <class Act>
+template <class Act, bool kFast = false, int kClamp = kClampRuntime>
 __device__ __forceinline__ PaddleGrad paddle_backward(float g_raw, float v_raw, float dout, float s, bool scale_is_act,
-                                                      const PaddleClamp& clamp, float& acc) {
-  const float g = paddle_gate(g_raw, clamp);
-  const float v = paddle_value(v_raw, clamp);
-  const float sig = sigmoid_silu(g).sigmoid;
+                                                      const PaddleClamp& clamp, float& acc,
+                                                      bool* in_domain = nullptr) {
+  const bool on = clamp_is_on<kClamp>(clamp);
+  const float g = paddle_gate<kClamp>(g_raw, clamp);
+  const float v = paddle_value<kClamp>(v_raw, clamp);
+  const float sig = sigmoid_silu_as<kFast>(g, in_domain).sigmoid;
   const float silu = __fmul_rn(g, sig);
   const float sw = __fmul_rn(silu, v);
-  if (!clamp.on) {
+  if (!on) {
     acc = __fmaf_rn(dout, sw, acc);  // local += dout * swiglu_val
   } else if (scale_is_act) {
     if constexpr (Act::kDType == DType::kFP32) {
@@ -267,7 +349,7 @@ __device__ __forceinline__ PaddleGrad paddle_backward(float g_raw, float v_raw, 
   }
   const float d_u = __fmul_rn(dout, s);
   const float bracket = __fmaf_rn(g, __fsub_rn(1.0f, sig), 1.0f);  // 1 + g * (1 - sig), contracted
-  if (clamp.on) {
+  if (on) {
     const float g_mask = g_raw <= clamp.cv ? 1.0f : 0.0f;
     const float v_mask = (v_raw <= clamp.cv && v_raw >= -clamp.cv) ? 1.0f : 0.0f;
     return {__fmul_rn(__fmul_rn(__fmul_rn(__fmul_rn(d_u, sig), bracket), v), g_mask),
@@ -276,10 +358,47 @@ __device__ __forceinline__ PaddleGrad paddle_backward(float g_raw, float v_raw, 
   return {__fmul_rn(__fmul_rn(__fmul_rn(d_u, v), sig), bracket), __fmul_rn(d_u, silu)};
 }
 
+// --- index arithmetic -------------------------------------------------------------------------
+
+// n / d for 0 <= n < 2^31 as one multiply-high, an add and a shift (the magic-number division of
+// Granlund and Montgomery), where a 64-bit division is a call of some 70 instructions.
+struct Divider {
+  uint32_t d = 1, magic = 0, shift = 0;
+  Divider() = default;
+  explicit Divider(uint32_t divisor) : d(divisor) {
+    while (shift < 32 && (uint64_t{1} << shift) < divisor) ++shift;
+    magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - divisor)) / divisor + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    return (__umulhi(n, magic) + n) >> shift;
+#else
+    return static_cast<uint32_t>(((uint64_t{n} * magic >> 32) + n) >> shift);
+#endif
+  }
+};
+
+// Row chunks whose work items (rows x items_per_row) number less than 2^31, so that a kernel
+// indexes them in 32 bits; calls launch(first_row, rows) for each.
+template <class Launch>
+void for_each_row_chunk(int64_t rows, int64_t items_per_row, Launch&& launch) {
+  const int64_t max_rows = std::max<int64_t>(1, ((int64_t{1} << 31) - 1) / std::max<int64_t>(1, items_per_row));
+  for (int64_t first = 0; first < rows; first += max_rows) launch(first, std::min(max_rows, rows - first));
+}
+
 // --- launch helpers (host) -------------------------------------------------------------------
 
 inline constexpr int kThreads = 256;
 
+// Blocks of kThreads that a kernel is compiled to keep resident per multiprocessor
+// (__launch_bounds__'s second argument: at most 65536 / (256 n) registers a thread), by the
+// registers its loads in flight need. Unbounded, ptxas interleaves a packet's eight independent
+// elements with up to 120 registers and leaves too few warps to keep the loads in flight; bounded
+// too tightly, it spills. bench/NOTES.md has the measurements behind the numbers.
+constexpr int blocks_per_sm(int loads_per_item, int ilp) {
+  const int live = loads_per_item * ilp;  // 16-byte packets held per thread
+  return live <= 2 ? 6 : live <= 3 ? 4 : live <= 4 ? 4 : live <= 6 ? 3 : 2;
+}
 
 inline int multiprocessor_count() {
   static const int sms = [] {
@@ -291,11 +410,21 @@ inline int multiprocessor_count() {
   return sms;
 }
 
-// Blocks of kThreads for a grid-stride loop over `items`: enough to fill every multiprocessor
-// `blocks_per_sm` times, no more than the work needs.
-inline unsigned grid_for(int64_t items, int64_t blocks_per_sm = 16) {
+// Blocks for a grid-stride loop of kKernel over `items` (one per thread per pass): as many as
+// are resident at once on the whole device, so that no partial wave is left at the end, and no
+// more than the work needs.
+template <auto kKernel>
+unsigned resident_grid(int64_t items) {
+  static const int per_sm = [] {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, 0) != cudaSuccess || blocks < 1) {
+      cudaGetLastError();
+      blocks = 1;
+    }
+    return blocks;
+  }();
   const int64_t needed = (items + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, multiprocessor_count() * blocks_per_sm)));
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, int64_t{per_sm} * multiprocessor_count())));
 }
 
 // Work items of an elementwise kernel: 16-byte packets where F allows, else single elements.

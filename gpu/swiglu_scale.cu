@@ -44,8 +44,8 @@ inline constexpr int kMaxRowThreads = kReduceMaxThreads;
 
 // kBlock: the block size the kernel is compiled for, kThreads (several rows per block) or
 // kMaxRowThreads (one row of more than 32 threads per block).
-template <class Act, int kIlp, int kBlock>
-__global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
+template <class Act, int kIlp, int kBlock, int kClamp>
+__global__ void __launch_bounds__(kBlock, blocks_per_sm(3, kIlp) * kThreads / kBlock) megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
   using S = typename Act::Storage;
   constexpr int V = kLanesPerThread<Act>;
   extern __shared__ float tree[];
@@ -77,23 +77,35 @@ __global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(Megatro
     S* da_row = static_cast<S*>(p.d_y) + row * 2 * F;
     S* db_row = da_row + F;
     const float s = load_scalar(p.scale, p.scale_dtype, row);
-    // d_y of one element, and its d_scale term act(swiglu) * g.to(w) in the chain dtype.
-    auto element = [&](float a, float b, float g, float& da, float& db) {
-      const MegatronGrad d = megatron_swiglu_back<Act>(chain_is_act, chain(__fmul_rn(g, s)), a, b, p.clamp);
+    // d_y of one element, and its d_scale term act(swiglu) * g.to(w) in the chain dtype; kFast as
+    // in megatron_swiglu_back.
+    auto element = [&](auto fast_tag, float a, float b, float g, float& da, float& db, bool* in_domain) {
+      constexpr bool kFast = decltype(fast_tag)::value;
+      const MegatronGrad d = megatron_swiglu_back<Act, kFast, kClamp>(chain_is_act, chain(__fmul_rn(g, s)), a, b,
+                                                                      p.clamp, in_domain);
       da = d.da;
       db = d.db;
       return chain(__fmul_rn(d.swiglu, round_dtype(p.scale_dtype, g)));
     };
     // kN contiguous elements at column c: d_y, and each product added to lane_acc0[i], which is
-    // acc[i / 4][i % 4] of this thread's lanes.
+    // acc[i / 4][i % 4] of this thread's lanes. The shortcut first; a chunk with an element
+    // outside its domain is recomputed with the IEEE divisions before anything is added or stored.
     auto compute_chunk = [&](auto kN_tag, int64_t c, const auto& a, const auto& b, const auto& g, float* lane_acc0) {
       constexpr int kN = decltype(kN_tag)::value;
-      float da[kN], db[kN];
+      float da[kN], db[kN], x[kN];
+      bool in_domain = true;
 #pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        const float x = element(Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]), da[i], db[i]);
-        lane_acc0[i] = __fadd_rn(lane_acc0[i], x);
+      for (int i = 0; i < kN; ++i)
+        x[i] = element(std::true_type{}, Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]), da[i], db[i],
+                       &in_domain);
+      if (!in_domain) {
+#pragma unroll
+        for (int i = 0; i < kN; ++i)
+          x[i] = element(std::false_type{}, Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]), da[i], db[i],
+                         nullptr);
       }
+#pragma unroll
+      for (int i = 0; i < kN; ++i) lane_acc0[i] = __fadd_rn(lane_acc0[i], x[i]);
       store_chunk<Act, kN>(da_row + c, da);
       store_chunk<Act, kN>(db_row + c, db);
     };
@@ -142,7 +154,8 @@ __global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(Megatro
             const int64_t j = lane + int64_t{L} * (it0 + k);
             if (lane >= L || j >= F) continue;
             float da, db;
-            const float x = element(Act::load(a_row[j]), Act::load(b_row[j]), Act::load(g_row[j]), da, db);
+            const float x = element(std::false_type{}, Act::load(a_row[j]), Act::load(b_row[j]), Act::load(g_row[j]),
+                                    da, db, nullptr);
             acc[q][k] = __fadd_rn(acc[q][k], x);
             da_row[j] = Act::store(da);
             db_row[j] = Act::store(db);
@@ -184,6 +197,11 @@ __global__ void __launch_bounds__(kBlock) megatron_scale_backward_kernel(Megatro
 template <class Act, int kIlp>
 struct MegatronScaleBackwardLaunch {
   static void run(const MegatronScaleBackward& p) {
+    if (p.clamp.on) return go<kClampOn>(p);
+    go<kClampOff>(p);
+  }
+  template <int kClamp>
+  static void go(const MegatronScaleBackward& p) {
     constexpr int V = kLanesPerThread<Act>;
     const int group = std::max(1, p.plan.lanes / V);
     if (group > kMaxRowThreads || p.plan.lanes > kReduceMaxThreads)
@@ -192,10 +210,10 @@ struct MegatronScaleBackwardLaunch {
     if (group <= kWarpLanes) {
       const int64_t rows_per_block = kThreads / group;
       const auto grid = static_cast<unsigned>((p.rows + rows_per_block - 1) / rows_per_block);
-      megatron_scale_backward_kernel<Act, kIlp, kThreads><<<grid, kThreads, 0, stream>>>(p, group);
+      megatron_scale_backward_kernel<Act, kIlp, kThreads, kClamp><<<grid, kThreads, 0, stream>>>(p, group);
     } else {
       const size_t shared = sizeof(float) * static_cast<size_t>(group) * V;
-      megatron_scale_backward_kernel<Act, kIlp, kMaxRowThreads>
+      megatron_scale_backward_kernel<Act, kIlp, kMaxRowThreads, kClamp>
           <<<static_cast<unsigned>(p.rows), static_cast<unsigned>(group), shared, stream>>>(p, group);
     }
     check_launch("swiglu_scale megatron_scale_backward", p.stream);
@@ -212,41 +230,49 @@ struct MegatronScaleBackwardLaunch {
 constexpr int kPaddleBlock = 256;
 constexpr int kPaddleSlots = kPaddleBlock / kWarpLanes;
 
-template <class Act, int kIlp>
-__global__ void __launch_bounds__(kThreads) paddle_forward_kernel(PaddleForward p) {
+template <class Act, int kIlp, int kClamp>
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(3, kIlp)) paddle_forward_kernel(PaddleForward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
   S* out = static_cast<S*>(p.out);
-  const int64_t F = p.F, per_row = F / N, total = p.rows * per_row;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t k0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k0 < total; k0 += stride * kIlp) {
-    int64_t row[kIlp], col[kIlp];
+  const int64_t F = p.F;
+  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t k0 = blockIdx.x * blockDim.x + threadIdx.x; k0 < total; k0 += stride * kIlp) {
+    uint32_t row[kIlp], col[kIlp];
     Chunk<Act, N> a[kIlp], b[kIlp];
     float s[kIlp];
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
-      const int64_t k = k0 + u * stride;
+      const uint32_t k = k0 + u * stride;
       if (k >= total) break;
-      row[u] = k / per_row;
-      col[u] = (k - row[u] * per_row) * N;
-      a[u] = load_raw<Act, N>(y + row[u] * 2 * F + col[u]);
-      b[u] = load_raw<Act, N>(y + row[u] * 2 * F + F + col[u]);
+      row[u] = per_row.div(k);
+      col[u] = (k - row[u] * per_row.d) * N;
+      a[u] = load_raw<Act, N>(y + int64_t{row[u]} * 2 * F + col[u]);
+      b[u] = load_raw<Act, N>(y + int64_t{row[u]} * 2 * F + F + col[u]);
       s[u] = load_scalar(p.scale, p.scale_dtype, row[u]);
     }
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
       if (k0 + u * stride >= total) break;
       float o[N];
+      bool in_domain = true;
 #pragma unroll
-      for (int i = 0; i < N; ++i) o[i] = paddle_forward(Act::load(a[u].e[i]), Act::load(b[u].e[i]), s[u], p.clamp);
-      store_chunk<Act, N>(out + row[u] * F + col[u], o);
+      for (int i = 0; i < N; ++i)
+        o[i] = paddle_forward<true, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]), s[u], p.clamp, &in_domain);
+      if (!in_domain) {
+#pragma unroll
+        for (int i = 0; i < N; ++i)
+          o[i] = paddle_forward<false, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]), s[u], p.clamp);
+      }
+      store_chunk<Act, N>(out + int64_t{row[u]} * F + col[u], o);
     }
   }
 }
 
-template <class Act, int kIlp>
-__global__ void __launch_bounds__(kThreads) paddle_backward_kernel(PaddleBackward p) {
+template <class Act, int kIlp, int kClamp>
+__global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBackward p) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpLanes) + threadIdx.x / kWarpLanes;
@@ -282,12 +308,26 @@ __global__ void __launch_bounds__(kThreads) paddle_backward_kernel(PaddleBackwar
         const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;
         if (packet >= packets) break;
         float dg[N], dv[N];
+        const float acc_before = lane[k0 + u];
+        bool in_domain = true;
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-          const PaddleGrad d = paddle_backward<Act>(Act::load(a[u].e[i]), Act::load(b[u].e[i]), Act::load(g[u].e[i]),
-                                                       s, scale_is_act, p.clamp, lane[k0 + u]);
+          const PaddleGrad d = paddle_backward<Act, true, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]),
+                                                                  Act::load(g[u].e[i]), s, scale_is_act, p.clamp,
+                                                                  lane[k0 + u], &in_domain);
           dg[i] = d.dg;
           dv[i] = d.dv;
+        }
+        if (!in_domain) {  // the packet again with the IEEE divisions, from the same partial sum
+          lane[k0 + u] = acc_before;
+#pragma unroll
+          for (int i = 0; i < N; ++i) {
+            const PaddleGrad d = paddle_backward<Act, false, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]),
+                                                                     Act::load(g[u].e[i]), s, scale_is_act, p.clamp,
+                                                                     lane[k0 + u]);
+            dg[i] = d.dg;
+            dv[i] = d.dv;
+          }
         }
         store_chunk<Act, N>(da_row + packet * N, dg);
         store_chunk<Act, N>(db_row + packet * N, dv);
@@ -309,18 +349,38 @@ __global__ void __launch_bounds__(kThreads) paddle_backward_kernel(PaddleBackwar
 template <class Act, int kIlp>
 struct PaddleForwardLaunch {
   static void run(const PaddleForward& p) {
-    const unsigned grid = grid_for(elementwise_items(p.rows, p.F, kPacket<Act>));
-    paddle_forward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
-    check_launch("swiglu_scale paddle_forward", p.stream);
+    if (p.clamp.on) return go<kClampOn>(p);
+    go<kClampOff>(p);
+  }
+  template <int kClamp>
+  static void go(const PaddleForward& p) {
+    constexpr auto kernel = paddle_forward_kernel<Act, kIlp, kClamp>;
+    const int64_t per_row = p.F / kPacket<Act>;
+    const int64_t act = sizeof(typename Act::Storage);
+    for_each_row_chunk(p.rows, per_row, [&](int64_t first, int64_t rows) {
+      PaddleForward c = p;
+      c.rows = rows;
+      c.y = static_cast<const char*>(p.y) + first * 2 * p.F * act;
+      c.out = static_cast<char*>(p.out) + first * p.F * act;
+      c.scale = static_cast<const char*>(p.scale) + first * static_cast<int64_t>(dtype_size(p.scale_dtype));
+      kernel<<<resident_grid<kernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(
+          c, Divider(static_cast<uint32_t>(per_row)));
+      check_launch("swiglu_scale paddle_forward", p.stream);
+    });
   }
 };
 
 template <class Act, int kIlp>
 struct PaddleBackwardLaunch {
   static void run(const PaddleBackward& p) {
+    if (p.clamp.on) return go<kClampOn>(p);
+    go<kClampOff>(p);
+  }
+  template <int kClamp>
+  static void go(const PaddleBackward& p) {
     constexpr int64_t kRowsPerBlock = kThreads / kWarpLanes;
     const auto grid = static_cast<unsigned>((p.rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    paddle_backward_kernel<Act, kIlp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    paddle_backward_kernel<Act, kIlp, kClamp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
     check_launch("swiglu_scale paddle_backward", p.stream);
   }
 };

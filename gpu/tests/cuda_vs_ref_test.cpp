@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "gpu/register.h"
 #include "gpu/runtime.h"
+#include "gpu/tests/fast_math_check.h"
 #include "ops/builtin.h"
 
 namespace bitparity::gpu {
@@ -315,6 +316,32 @@ TEST(CudaVsTorch, ReproducesRecordedEagerPyTorch) {
 }
 
 // --- the runtime ---------------------------------------------------------------------------------
+
+// --- the kernels' arithmetic shortcuts, on every fp32 input ----------------------------------------
+
+std::string hex_examples(const testing_support::ExhaustiveResult& r) {
+  std::ostringstream os;
+  for (uint32_t x : r.examples) os << " 0x" << std::hex << x;
+  return os.str();
+}
+
+// sigmoid_silu_fast is what the kernels run; it must give sigmoid_silu's bits wherever it claims
+// to, and claim it everywhere but the classes its comment excludes (counted here independently).
+TEST(FastMath, SigmoidSiluShortcutEqualsIeeeDivisionInItsDomain) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  const testing_support::ExhaustiveResult r = testing_support::check_fast_sigmoid_silu();
+  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) where the shortcut differs:" << hex_examples(r);
+  const uint64_t tiny = 2 * uint64_t{27} << 23;     // |x| < 2^-100: biased exponents 0..26, both signs
+  const uint64_t inf_nan = 2 * uint64_t{1} << 23;   // exponent 255, both signs
+  const uint64_t band = uint64_t{f32_bits(-88.8f)} - f32_bits(-87.0f) + 1;  // -88.8 <= x <= -87
+  EXPECT_EQ(r.inputs - r.in_domain, tiny + inf_nan + band);
+}
+
+TEST(FastMath, OneInstructionBf16RoundingEqualsFloat2Bfloat16Rn) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  const testing_support::ExhaustiveResult r = testing_support::check_bf16_rounding();
+  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) rounded differently:" << hex_examples(r);
+}
 
 TEST(CudaRuntime, SkipsWithAReasonOrDescribesTheDevice) {
   if (const auto why = unavailable_reason()) {
