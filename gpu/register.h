@@ -10,7 +10,8 @@ namespace bitparity::gpu {
 void register_cuda(Registry& registry);
 
 // The implementation of cuda:<contract> with `ilp` work items loaded together per thread (1, 2
-// or 4; the registered one uses 1): a tuning knob that must not change a bit. Not a backend.
+// or 4; the registered one uses 0, each kernel's default): a tuning knob that must not change a
+// bit. Not a backend.
 // Empty when the op and contract have no CUDA implementation.
 Impl cuda_impl_with_ilp(const std::string& op, const std::string& contract, int ilp);
 

@@ -41,7 +41,7 @@ __device__ __forceinline__ float forward_element(float a, float b, bool scaled, 
 }
 
 template <class Act, int kIlp, int kClamp, bool kBias>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(2, kIlp)) megatron_forward_kernel(MegatronForward p, Divider per_row) {
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) megatron_forward_kernel(MegatronForward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -54,46 +54,60 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(2, kIlp)) megatron_for
   const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
 
   if (F % N == 0) {
-    for (uint32_t k0 = first; k0 < total; k0 += stride * kIlp) {
-      // The loads of kIlp packets first, then their arithmetic.
+    // kIlp packets (at k0, k0 + stride, ...) make a group; the next group's loads are issued before
+    // the current group's arithmetic, so that every thread keeps loads in flight while it computes.
+    struct Group {
       uint32_t row[kIlp], col[kIlp];
       Chunk<Act, N> a[kIlp], b[kIlp], bias_a[kIlp], bias_b[kIlp];
       float s[kIlp];
+    };
+    auto load = [&](Group& q, uint32_t k0) {
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
         const uint32_t k = k0 + u * stride;
         if (k >= total) break;
-        row[u] = per_row.div(k);
-        col[u] = (k - row[u] * per_row.d) * N;
-        const S* y_row = y + int64_t{row[u]} * 2 * F;
-        a[u] = load_raw<Act, N>(y_row + col[u]);
-        b[u] = load_raw<Act, N>(y_row + F + col[u]);
+        q.row[u] = per_row.div(k);
+        q.col[u] = (k - q.row[u] * per_row.d) * N;
+        const S* y_row = y + int64_t{q.row[u]} * 2 * F;
+        q.a[u] = load_raw<Act, N>(y_row + q.col[u]);
+        q.b[u] = load_raw<Act, N>(y_row + F + q.col[u]);
         if constexpr (kBias) {
-          bias_a[u] = load_raw<Act, N>(bias + col[u]);
-          bias_b[u] = load_raw<Act, N>(bias + F + col[u]);
+          q.bias_a[u] = load_raw<Act, N>(bias + q.col[u]);
+          q.bias_b[u] = load_raw<Act, N>(bias + F + q.col[u]);
         }
-        s[u] = scaled ? load_scalar(p.scale, p.scale_dtype, row[u]) : 1.0f;
+        q.s[u] = scaled ? load_scalar(p.scale, p.scale_dtype, q.row[u]) : 1.0f;
       }
+    };
+    auto compute = [&](const Group& q, uint32_t k0) {
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
         if (k0 + u * stride >= total) break;
         float av[N], bv[N], o[N];
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-          av[i] = biased<Act, kBias>(Act::load(a[u].e[i]), Act::load(bias_a[u].e[i]));
-          bv[i] = biased<Act, kBias>(Act::load(b[u].e[i]), Act::load(bias_b[u].e[i]));
+          av[i] = biased<Act, kBias>(Act::load(q.a[u].e[i]), Act::load(q.bias_a[u].e[i]));
+          bv[i] = biased<Act, kBias>(Act::load(q.b[u].e[i]), Act::load(q.bias_b[u].e[i]));
         }
         bool in_domain = true;
 #pragma unroll
         for (int i = 0; i < N; ++i)
-          o[i] = forward_element<Act, true, kClamp>(av[i], bv[i], scaled, s[u], p.clamp, &in_domain);
+          o[i] = forward_element<Act, true, kClamp>(av[i], bv[i], scaled, q.s[u], p.clamp, &in_domain);
         if (!in_domain) {
 #pragma unroll
           for (int i = 0; i < N; ++i)
-            o[i] = forward_element<Act, false, kClamp>(av[i], bv[i], scaled, s[u], p.clamp, nullptr);
+            o[i] = forward_element<Act, false, kClamp>(av[i], bv[i], scaled, q.s[u], p.clamp, nullptr);
         }
-        store_chunk<Act, N>(out + int64_t{row[u]} * F + col[u], o);
+        store_chunk<Act, N>(out + int64_t{q.row[u]} * F + q.col[u], o);
       }
+    };
+    const uint32_t step = stride * kIlp;
+    Group current;
+    if (first < total) load(current, first);
+    for (uint32_t k0 = first; k0 < total; k0 += step) {
+      Group next;
+      if (k0 + step < total) load(next, k0 + step);
+      compute(current, k0);
+      current = next;
     }
   } else {
     for (uint32_t k = first; k < total; k += stride) {
@@ -109,7 +123,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(2, kIlp)) megatron_for
 }
 
 template <class Act, int kIlp, int kClamp, bool kBias>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(3, kIlp)) megatron_backward_kernel(MegatronBackward p, Divider per_row) {
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp)) megatron_backward_kernel(MegatronBackward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -122,54 +136,69 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(3, kIlp)) megatron_bac
   const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
 
   if (F % N == 0) {
-    for (uint32_t k0 = first; k0 < total; k0 += stride * kIlp) {
+    // Groups of kIlp packets, the next group's loads in flight during the current one's arithmetic
+    // (as in the forward).
+    struct Group {
       uint32_t row[kIlp], col[kIlp];
       Chunk<Act, N> a[kIlp], b[kIlp], gv[kIlp], bias_a[kIlp], bias_b[kIlp];
+    };
+    auto load = [&](Group& q, uint32_t k0) {
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
         const uint32_t k = k0 + u * stride;
         if (k >= total) break;
-        row[u] = per_row.div(k);
-        col[u] = (k - row[u] * per_row.d) * N;
-        const S* y_row = y + int64_t{row[u]} * 2 * F;
-        a[u] = load_raw<Act, N>(y_row + col[u]);
-        b[u] = load_raw<Act, N>(y_row + F + col[u]);
-        gv[u] = load_raw<Act, N>(g + int64_t{row[u]} * F + col[u]);
+        q.row[u] = per_row.div(k);
+        q.col[u] = (k - q.row[u] * per_row.d) * N;
+        const S* y_row = y + int64_t{q.row[u]} * 2 * F;
+        q.a[u] = load_raw<Act, N>(y_row + q.col[u]);
+        q.b[u] = load_raw<Act, N>(y_row + F + q.col[u]);
+        q.gv[u] = load_raw<Act, N>(g + int64_t{q.row[u]} * F + q.col[u]);
         if constexpr (kBias) {
-          bias_a[u] = load_raw<Act, N>(bias + col[u]);
-          bias_b[u] = load_raw<Act, N>(bias + F + col[u]);
+          q.bias_a[u] = load_raw<Act, N>(bias + q.col[u]);
+          q.bias_b[u] = load_raw<Act, N>(bias + F + q.col[u]);
         }
       }
+    };
+    auto compute = [&](const Group& q, uint32_t k0) {
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
         if (k0 + u * stride >= total) break;
         float av[N], bv[N], da[N], db[N];
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-          av[i] = biased<Act, kBias>(Act::load(a[u].e[i]), Act::load(bias_a[u].e[i]));
-          bv[i] = biased<Act, kBias>(Act::load(b[u].e[i]), Act::load(bias_b[u].e[i]));
+          av[i] = biased<Act, kBias>(Act::load(q.a[u].e[i]), Act::load(q.bias_a[u].e[i]));
+          bv[i] = biased<Act, kBias>(Act::load(q.b[u].e[i]), Act::load(q.bias_b[u].e[i]));
         }
         bool in_domain = true;
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-          const MegatronGrad d =
-              megatron_swiglu_back<Act, true, kClamp>(true, Act::load(gv[u].e[i]), av[i], bv[i], p.clamp, &in_domain);
+          const MegatronGrad d = megatron_swiglu_back<Act, true, kClamp>(true, Act::load(q.gv[u].e[i]), av[i], bv[i],
+                                                                          p.clamp, &in_domain);
           da[i] = d.da;
           db[i] = d.db;
         }
         if (!in_domain) {
 #pragma unroll
           for (int i = 0; i < N; ++i) {
-            const MegatronGrad d = megatron_swiglu_back<Act, false, kClamp>(true, Act::load(gv[u].e[i]), av[i], bv[i],
-                                                                             p.clamp);
+            const MegatronGrad d =
+                megatron_swiglu_back<Act, false, kClamp>(true, Act::load(q.gv[u].e[i]), av[i], bv[i], p.clamp);
             da[i] = d.da;
             db[i] = d.db;
           }
         }
-        S* d_row = d_y + int64_t{row[u]} * 2 * F;
-        store_chunk<Act, N>(d_row + col[u], da);
-        store_chunk<Act, N>(d_row + F + col[u], db);
+        S* d_row = d_y + int64_t{q.row[u]} * 2 * F;
+        store_chunk<Act, N>(d_row + q.col[u], da);
+        store_chunk<Act, N>(d_row + F + q.col[u], db);
       }
+    };
+    const uint32_t step = stride * kIlp;
+    Group current;
+    if (first < total) load(current, first);
+    for (uint32_t k0 = first; k0 < total; k0 += step) {
+      Group next;
+      if (k0 + step < total) load(next, k0 + step);
+      compute(current, k0);
+      current = next;
     }
   } else {
     for (uint32_t k = first; k < total; k += stride) {
@@ -250,12 +279,12 @@ struct BackwardLaunch {
 
 void launch_megatron_forward(const MegatronForward& args) {
   if (args.rows == 0 || args.F == 0) return;
-  dispatch_activation<ForwardLaunch, true>(args);
+  dispatch_activation<ForwardLaunch, true>(args, /*default_ilp=*/1);
 }
 
 void launch_megatron_backward(const MegatronBackward& args) {
   if (args.rows == 0 || args.F == 0) return;
-  dispatch_activation<BackwardLaunch, true>(args);
+  dispatch_activation<BackwardLaunch, true>(args, /*default_ilp=*/1);
 }
 
 }  // namespace bitparity::gpu

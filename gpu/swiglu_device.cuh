@@ -432,11 +432,12 @@ inline int64_t elementwise_items(int64_t rows, int64_t F, int packet) {
   return F % packet == 0 ? rows * (F / packet) : rows * F;
 }
 
-// Calls Launch<Act, kIlp>::run(args) for the activation dtype and ILP of `args`; kWithFp16
-// instantiates the fp16 kernels (Paddle's kernels have none).
+// Calls Launch<Act, kIlp>::run(args) for the activation dtype and ILP of `args` (kIlpDefault:
+// `default_ilp`, the kernel's measured best); kWithFp16 instantiates the fp16 kernels (Paddle's
+// kernels have none).
 template <template <class, int> class Launch, class Act, class Args>
-void dispatch_ilp(const Args& args) {
-  switch (args.ilp) {
+void dispatch_ilp(const Args& args, int default_ilp) {
+  switch (args.ilp == kIlpDefault ? default_ilp : args.ilp) {
     case 1: return Launch<Act, 1>::run(args);
     case 2: return Launch<Act, 2>::run(args);
     case 4: return Launch<Act, 4>::run(args);
@@ -445,12 +446,12 @@ void dispatch_ilp(const Args& args) {
 }
 
 template <template <class, int> class Launch, bool kWithFp16, class Args>
-void dispatch_activation(const Args& args) {
+void dispatch_activation(const Args& args, int default_ilp) {
   switch (args.act) {
-    case DType::kBF16: return dispatch_ilp<Launch, BF16>(args);
-    case DType::kFP32: return dispatch_ilp<Launch, FP32>(args);
+    case DType::kBF16: return dispatch_ilp<Launch, BF16>(args, default_ilp);
+    case DType::kFP32: return dispatch_ilp<Launch, FP32>(args, default_ilp);
     case DType::kFP16:
-      if constexpr (kWithFp16) return dispatch_ilp<Launch, FP16>(args);
+      if constexpr (kWithFp16) return dispatch_ilp<Launch, FP16>(args, default_ilp);
       [[fallthrough]];
     default:
       throw std::invalid_argument(std::string("swiglu kernels: no kernel for activations of dtype ") +

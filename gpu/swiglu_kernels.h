@@ -39,6 +39,11 @@ struct RowSumPlan {
 // for the layouts it does not model. Host code (gpu/swiglu_ops.cpp).
 RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows);
 
+// Work items a thread loads together (or, in the elementwise kernels, the group whose loads are
+// in flight while the previous group is computed): a tuning knob that changes no bit. 0 asks for
+// each kernel's default, the best of 1, 2 and 4 measured on an H200 (bench/NOTES.md).
+inline constexpr int kIlpDefault = 0;
+
 // --- Megatron eager (spec OP-4, OP-5, OP-6), gpu/swiglu.cu -------------------------------------
 
 struct MegatronForward {
@@ -50,7 +55,7 @@ struct MegatronForward {
   DType scale_dtype = DType::kFP32;
   MegatronClamp clamp;
   void* out = nullptr;           // [rows, F]
-  int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
+  int ilp = 0;  // kIlpDefault: the kernel's own; or 1, 2, 4 work items loaded together (same bits)
   void* stream = nullptr;
 };
 void launch_megatron_forward(const MegatronForward& args);
@@ -64,7 +69,7 @@ struct MegatronBackward {
   const void* g = nullptr;     // [rows, F]
   MegatronClamp clamp;
   void* d_y = nullptr;         // [rows, 2F]
-  int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
+  int ilp = 0;  // kIlpDefault: the kernel's own; or 1, 2, 4 work items loaded together (same bits)
   void* stream = nullptr;
 };
 void launch_megatron_backward(const MegatronBackward& args);
@@ -83,7 +88,7 @@ struct MegatronScaleBackward {
   RowSumPlan plan;              // torch_row_sum_plan(F, rows)
   void* d_y = nullptr;          // [rows, 2F]
   void* d_scale = nullptr;      // [rows], scale_dtype
-  int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
+  int ilp = 0;  // kIlpDefault: the kernel's own; or 1, 2, 4 work items loaded together (same bits)
   void* stream = nullptr;
 };
 void launch_megatron_scale_backward(const MegatronScaleBackward& args);
@@ -98,7 +103,7 @@ struct PaddleForward {
   const void* scale = nullptr;  // [rows]
   PaddleClamp clamp;
   void* out = nullptr;          // [rows, F]
-  int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
+  int ilp = 0;  // kIlpDefault: the kernel's own; or 1, 2, 4 work items loaded together (same bits)
   void* stream = nullptr;
 };
 void launch_paddle_forward(const PaddleForward& args);
@@ -113,7 +118,7 @@ struct PaddleBackward {
   PaddleClamp clamp;
   void* d_y = nullptr;          // [rows, 2F]
   void* d_scale = nullptr;      // [rows], scale_dtype
-  int ilp = 1;  // work items whose loads a thread issues together: 1, 2 or 4 (tuning; same bits)
+  int ilp = 0;  // kIlpDefault: the kernel's own; or 1, 2, 4 work items loaded together (same bits)
   void* stream = nullptr;
 };
 void launch_paddle_backward(const PaddleBackward& args);

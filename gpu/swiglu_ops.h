@@ -10,10 +10,10 @@
 
 namespace bitparity::gpu {
 
-// How the kernels run: how many work items a thread loads together (a tuning knob: 1, 2 or 4;
-// the bits are the same).
+// How the kernels run: how many work items a thread loads together (a tuning knob: 1, 2 or 4, or
+// 0 for each kernel's measured best, gpu/swiglu_kernels.h; the bits are the same).
 struct CudaOptions {
-  int ilp = 1;
+  int ilp = 0;
 };
 
 // swiglu under megatron_eager (ClampGate::kPositive) or megatron_unfused (kPresent).

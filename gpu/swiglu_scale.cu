@@ -45,7 +45,7 @@ inline constexpr int kMaxRowThreads = kReduceMaxThreads;
 // kBlock: the block size the kernel is compiled for, kThreads (several rows per block) or
 // kMaxRowThreads (one row of more than 32 threads per block).
 template <class Act, int kIlp, int kBlock, int kClamp>
-__global__ void __launch_bounds__(kBlock, blocks_per_sm(3, kIlp) * kThreads / kBlock) megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
+__global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kBlock) megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
   using S = typename Act::Storage;
   constexpr int V = kLanesPerThread<Act>;
   extern __shared__ float tree[];
@@ -112,24 +112,36 @@ __global__ void __launch_bounds__(kBlock, blocks_per_sm(3, kIlp) * kThreads / kB
     if (p.plan.vectorized) {
       constexpr int kUnit = kRuleVector * V;  // one 16-byte packet: V lanes' groups
       if (V == 1 || F % kUnit == 0) {
-        // kIlp iterations' packets are loaded before the first is computed; the lanes still
-        // accumulate in iteration order.
-        for (int64_t start0 = int64_t{kUnit} * t; start0 < F; start0 += int64_t{kRuleVector} * L * kIlp) {
+        // Groups of kIlp iterations' packets; the next group's loads are issued before the current
+        // group is computed. The lanes still accumulate in iteration order.
+        struct Group {
           Chunk<Act, kUnit> a[kIlp], b[kIlp], g[kIlp];
+        };
+        const int64_t iteration = int64_t{kRuleVector} * L, step = iteration * kIlp;
+        auto load = [&](Group& q, int64_t start0) {
 #pragma unroll
           for (int u = 0; u < kIlp; ++u) {
-            const int64_t c = start0 + int64_t{kRuleVector} * L * u;
+            const int64_t c = start0 + iteration * u;
             if (c >= F) break;
-            a[u] = load_raw<Act, kUnit>(a_row + c);
-            b[u] = load_raw<Act, kUnit>(b_row + c);
-            g[u] = load_raw<Act, kUnit>(g_row + c);
+            q.a[u] = load_raw<Act, kUnit>(a_row + c);
+            q.b[u] = load_raw<Act, kUnit>(b_row + c);
+            q.g[u] = load_raw<Act, kUnit>(g_row + c);
           }
+        };
+        Group current;
+        const int64_t first = int64_t{kUnit} * t;
+        if (first < F) load(current, first);
+        for (int64_t start0 = first; start0 < F; start0 += step) {
+          Group next;
+          if (start0 + step < F) load(next, start0 + step);
 #pragma unroll
           for (int u = 0; u < kIlp; ++u) {
-            const int64_t c = start0 + int64_t{kRuleVector} * L * u;
+            const int64_t c = start0 + iteration * u;
             if (c >= F) break;
-            compute_chunk(std::integral_constant<int, kUnit>{}, c, a[u], b[u], g[u], &acc[0][0]);
+            compute_chunk(std::integral_constant<int, kUnit>{}, c, current.a[u], current.b[u], current.g[u],
+                          &acc[0][0]);
           }
+          current = next;
         }
       } else {
         // 16-bit activations with F % 8 == 4: each lane's 4-element group alone (8-byte accesses).
@@ -231,7 +243,7 @@ constexpr int kPaddleBlock = 256;
 constexpr int kPaddleSlots = kPaddleBlock / kWarpLanes;
 
 template <class Act, int kIlp, int kClamp>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(3, kIlp)) paddle_forward_kernel(PaddleForward p, Divider per_row) {
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) paddle_forward_kernel(PaddleForward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -239,20 +251,25 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(3, kIlp)) paddle_forwa
   const int64_t F = p.F;
   const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
   const uint32_t stride = gridDim.x * blockDim.x;
-  for (uint32_t k0 = blockIdx.x * blockDim.x + threadIdx.x; k0 < total; k0 += stride * kIlp) {
+  // Groups of kIlp packets, the next group's loads in flight during the current one's arithmetic.
+  struct Group {
     uint32_t row[kIlp], col[kIlp];
     Chunk<Act, N> a[kIlp], b[kIlp];
     float s[kIlp];
+  };
+  auto load = [&](Group& q, uint32_t k0) {
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
       const uint32_t k = k0 + u * stride;
       if (k >= total) break;
-      row[u] = per_row.div(k);
-      col[u] = (k - row[u] * per_row.d) * N;
-      a[u] = load_raw<Act, N>(y + int64_t{row[u]} * 2 * F + col[u]);
-      b[u] = load_raw<Act, N>(y + int64_t{row[u]} * 2 * F + F + col[u]);
-      s[u] = load_scalar(p.scale, p.scale_dtype, row[u]);
+      q.row[u] = per_row.div(k);
+      q.col[u] = (k - q.row[u] * per_row.d) * N;
+      q.a[u] = load_raw<Act, N>(y + int64_t{q.row[u]} * 2 * F + q.col[u]);
+      q.b[u] = load_raw<Act, N>(y + int64_t{q.row[u]} * 2 * F + F + q.col[u]);
+      q.s[u] = load_scalar(p.scale, p.scale_dtype, q.row[u]);
     }
+  };
+  auto compute = [&](const Group& q, uint32_t k0) {
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
       if (k0 + u * stride >= total) break;
@@ -260,14 +277,24 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(3, kIlp)) paddle_forwa
       bool in_domain = true;
 #pragma unroll
       for (int i = 0; i < N; ++i)
-        o[i] = paddle_forward<true, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]), s[u], p.clamp, &in_domain);
+        o[i] = paddle_forward<true, kClamp>(Act::load(q.a[u].e[i]), Act::load(q.b[u].e[i]), q.s[u], p.clamp,
+                                            &in_domain);
       if (!in_domain) {
 #pragma unroll
         for (int i = 0; i < N; ++i)
-          o[i] = paddle_forward<false, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]), s[u], p.clamp);
+          o[i] = paddle_forward<false, kClamp>(Act::load(q.a[u].e[i]), Act::load(q.b[u].e[i]), q.s[u], p.clamp);
       }
-      store_chunk<Act, N>(out + int64_t{row[u]} * F + col[u], o);
+      store_chunk<Act, N>(out + int64_t{q.row[u]} * F + q.col[u], o);
     }
+  };
+  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x, step = stride * kIlp;
+  Group current;
+  if (first < total) load(current, first);
+  for (uint32_t k0 = first; k0 < total; k0 += step) {
+    Group next;
+    if (k0 + step < total) load(next, k0 + step);
+    compute(current, k0);
+    current = next;
   }
 }
 
@@ -395,19 +422,19 @@ void require_packets(DType act, int64_t F, const char* who) {
 
 void launch_megatron_scale_backward(const MegatronScaleBackward& args) {
   if (args.rows == 0 || args.F == 0) return;
-  dispatch_activation<MegatronScaleBackwardLaunch, true>(args);
+  dispatch_activation<MegatronScaleBackwardLaunch, true>(args, /*default_ilp=*/1);
 }
 
 void launch_paddle_forward(const PaddleForward& args) {
   if (args.rows == 0 || args.F == 0) return;
   require_packets(args.act, args.F, "paddle_forward");
-  dispatch_activation<PaddleForwardLaunch, false>(args);
+  dispatch_activation<PaddleForwardLaunch, false>(args, /*default_ilp=*/1);
 }
 
 void launch_paddle_backward(const PaddleBackward& args) {
   if (args.rows == 0 || args.F == 0) return;
   require_packets(args.act, args.F, "paddle_backward");
-  dispatch_activation<PaddleBackwardLaunch, false>(args);
+  dispatch_activation<PaddleBackwardLaunch, false>(args, /*default_ilp=*/2);
 }
 
 }  // namespace bitparity::gpu
