@@ -88,14 +88,18 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) megatron_for
           av[i] = biased<Act, kBias>(Act::load(q.a[u].e[i]), Act::load(q.bias_a[u].e[i]));
           bv[i] = biased<Act, kBias>(Act::load(q.b[u].e[i]), Act::load(q.bias_b[u].e[i]));
         }
-        bool in_domain = true;
+        // The shortcut for all; the elements outside its domain (bits of `redo`) again exactly.
+        unsigned redo = 0;
 #pragma unroll
-        for (int i = 0; i < N; ++i)
+        for (int i = 0; i < N; ++i) {
+          bool in_domain = true;
           o[i] = forward_element<Act, true, kClamp>(av[i], bv[i], scaled, q.s[u], p.clamp, &in_domain);
-        if (!in_domain) {
+          redo |= in_domain ? 0u : 1u << i;
+        }
+        if (redo) {
 #pragma unroll
           for (int i = 0; i < N; ++i)
-            o[i] = forward_element<Act, false, kClamp>(av[i], bv[i], scaled, q.s[u], p.clamp, nullptr);
+            if (redo & (1u << i)) o[i] = forward_element<Act, false, kClamp>(av[i], bv[i], scaled, q.s[u], p.clamp, nullptr);
         }
         store_chunk<Act, N>(out + int64_t{q.row[u]} * F + q.col[u], o);
       }
@@ -169,17 +173,20 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp)) megatron_bac
           av[i] = biased<Act, kBias>(Act::load(q.a[u].e[i]), Act::load(q.bias_a[u].e[i]));
           bv[i] = biased<Act, kBias>(Act::load(q.b[u].e[i]), Act::load(q.bias_b[u].e[i]));
         }
-        bool in_domain = true;
+        unsigned redo = 0;  // elements outside the shortcut's domain, computed again exactly
 #pragma unroll
         for (int i = 0; i < N; ++i) {
+          bool in_domain = true;
           const MegatronGrad d = megatron_swiglu_back<Act, true, kClamp>(true, Act::load(q.gv[u].e[i]), av[i], bv[i],
                                                                           p.clamp, &in_domain);
           da[i] = d.da;
           db[i] = d.db;
+          redo |= in_domain ? 0u : 1u << i;
         }
-        if (!in_domain) {
+        if (redo) {
 #pragma unroll
           for (int i = 0; i < N; ++i) {
+            if (!(redo & (1u << i))) continue;
             const MegatronGrad d =
                 megatron_swiglu_back<Act, false, kClamp>(true, Act::load(q.gv[u].e[i]), av[i], bv[i], p.clamp);
             da[i] = d.da;

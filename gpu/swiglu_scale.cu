@@ -93,16 +93,20 @@ __global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kB
     auto compute_chunk = [&](auto kN_tag, int64_t c, const auto& a, const auto& b, const auto& g, float* lane_acc0) {
       constexpr int kN = decltype(kN_tag)::value;
       float da[kN], db[kN], x[kN];
-      bool in_domain = true;
+      unsigned redo = 0;  // elements outside the shortcut's domain
 #pragma unroll
-      for (int i = 0; i < kN; ++i)
+      for (int i = 0; i < kN; ++i) {
+        bool in_domain = true;
         x[i] = element(std::true_type{}, Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]), da[i], db[i],
                        &in_domain);
-      if (!in_domain) {
+        redo |= in_domain ? 0u : 1u << i;
+      }
+      if (redo) {
 #pragma unroll
         for (int i = 0; i < kN; ++i)
-          x[i] = element(std::false_type{}, Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]), da[i], db[i],
-                         nullptr);
+          if (redo & (1u << i))
+            x[i] = element(std::false_type{}, Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]), da[i], db[i],
+                           nullptr);
       }
 #pragma unroll
       for (int i = 0; i < kN; ++i) lane_acc0[i] = __fadd_rn(lane_acc0[i], x[i]);
@@ -274,15 +278,19 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) paddle_forwa
     for (int u = 0; u < kIlp; ++u) {
       if (k0 + u * stride >= total) break;
       float o[N];
-      bool in_domain = true;
+      unsigned redo = 0;  // elements outside the shortcut's domain
 #pragma unroll
-      for (int i = 0; i < N; ++i)
+      for (int i = 0; i < N; ++i) {
+        bool in_domain = true;
         o[i] = paddle_forward<true, kClamp>(Act::load(q.a[u].e[i]), Act::load(q.b[u].e[i]), q.s[u], p.clamp,
                                             &in_domain);
-      if (!in_domain) {
+        redo |= in_domain ? 0u : 1u << i;
+      }
+      if (redo) {
 #pragma unroll
         for (int i = 0; i < N; ++i)
-          o[i] = paddle_forward<false, kClamp>(Act::load(q.a[u].e[i]), Act::load(q.b[u].e[i]), q.s[u], p.clamp);
+          if (redo & (1u << i))
+            o[i] = paddle_forward<false, kClamp>(Act::load(q.a[u].e[i]), Act::load(q.b[u].e[i]), q.s[u], p.clamp);
       }
       store_chunk<Act, N>(out + int64_t{q.row[u]} * F + q.col[u], o);
     }
