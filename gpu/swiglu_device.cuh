@@ -214,6 +214,54 @@ __device__ __forceinline__ SigmoidSilu sigmoid_silu_fast(float x, bool& in_domai
   return {sigmoid, silu};
 }
 
+// silu alone (Megatron's forward has no use for sigmoid), with a wider domain and a cheaper test:
+// den is scaled by 1/8 first, so that 1/den' stays normal (> 2^-125) for every finite den, and
+// the quotient's scaling back by 1/8 is exact (x / den' >= 2^-123 unless |x| < 2^-125, where
+// den = 2 exactly and every step but the last is exact); den = +Inf is clamped to 2^127 as in
+// sigmoid_silu_fast. Equal to sigmoid_silu(x).silu wherever 0 < |x| < 2^124 (x = -0 would give +0;
+// 8x must not overflow); math_gpu_test compares the two on all 2^32 inputs.
+__device__ __forceinline__ float silu_fast(float x, bool& in_domain) {
+  const ExpfFactors e = expf_factors(-x);
+  const float d = fminf(__fmul_rn(__fmaf_rn(e.mantissa, e.scale, 1.0f), 0.125f), 0x1p127f);
+  const float r0 = rcp_approx_ftz(d);
+  const float r = __fmaf_rn(r0, __fmaf_rn(-d, r0, 1.0f), r0);
+  const float q = __fmul_rn(x, r);
+  const float silu8 = __fmaf_rn(__fmaf_rn(-d, q, x), r, q);
+  const float ax = fabsf(x);
+  in_domain = in_domain && ax > 0.0f && ax < 0x1p124f;
+  return __fmul_rn(silu8, 0.125f);
+}
+
+// sigmoid alone (PaddleFleet's kernels): the quotient 1 / den of sigmoid_silu_fast, whose domain
+// then excludes only what makes 1/den subnormal, -88.8 <= x <= -87, and NaN (tiny, infinite and
+// huge x are exact here: den is 2, 1 or clamped +Inf). math_gpu_test checks all 2^32 inputs.
+__device__ __forceinline__ float sigmoid_fast(float x, bool& in_domain) {
+  bool unused = true;
+  const float sigmoid = sigmoid_silu_fast(x, unused).sigmoid;
+  in_domain = in_domain && (x > -87.0f || x < -88.8f);
+  return sigmoid;
+}
+
+template <bool kFast>
+__device__ __forceinline__ float sigmoid_as(float x, bool* in_domain) {
+  if constexpr (kFast) {
+    return sigmoid_fast(x, *in_domain);
+  } else {
+    (void)in_domain;
+    return sigmoid_silu(x).sigmoid;
+  }
+}
+
+template <bool kFast>
+__device__ __forceinline__ float silu_as(float x, bool* in_domain) {
+  if constexpr (kFast) {
+    return silu_fast(x, *in_domain);
+  } else {
+    (void)in_domain;
+    return sigmoid_silu(x).silu;
+  }
+}
+
 // sigmoid_silu (kFast false) or sigmoid_silu_fast, which clears *in_domain where it may differ.
 template <bool kFast>
 __device__ __forceinline__ SigmoidSilu sigmoid_silu_as(float x, bool* in_domain) {
@@ -261,9 +309,9 @@ template <class Act, bool kFast = false, int kClamp = kClampRuntime>
 __device__ __forceinline__ float megatron_swiglu(float a, float b, const MegatronClamp& clamp,
                                                  bool* in_domain = nullptr) {
   if (!clamp_is_on<kClamp>(clamp))
-    return round_as<Act>(__fmul_rn(round_as<Act>(sigmoid_silu_as<kFast>(a, in_domain).silu), b));
+    return round_as<Act>(__fmul_rn(round_as<Act>(silu_as<kFast>(a, in_domain)), b));
   const Halves c = clamp_halves(a, b, clamp);
-  return round_as<Act>(__fmul_rn(sigmoid_silu_as<kFast>(c.a, in_domain).silu, c.b));
+  return round_as<Act>(__fmul_rn(silu_as<kFast>(c.a, in_domain), c.b));
 }
 
 // The backward of one element with g' in the chain dtype (the activation type, or fp32 once g
@@ -317,7 +365,7 @@ __device__ __forceinline__ float paddle_forward(float g_raw, float v_raw, float 
                                                 bool* in_domain = nullptr) {
   const float g = paddle_gate<kClamp>(g_raw, clamp);
   const float v = paddle_value<kClamp>(v_raw, clamp);
-  return __fmul_rn(__fmul_rn(__fmul_rn(g, sigmoid_silu_as<kFast>(g, in_domain).sigmoid), v), s);
+  return __fmul_rn(__fmul_rn(__fmul_rn(g, sigmoid_as<kFast>(g, in_domain)), v), s);
 }
 
 struct PaddleGrad {
@@ -333,7 +381,7 @@ __device__ __forceinline__ PaddleGrad paddle_backward(float g_raw, float v_raw, 
   const bool on = clamp_is_on<kClamp>(clamp);
   const float g = paddle_gate<kClamp>(g_raw, clamp);
   const float v = paddle_value<kClamp>(v_raw, clamp);
-  const float sig = sigmoid_silu_as<kFast>(g, in_domain).sigmoid;
+  const float sig = sigmoid_as<kFast>(g, in_domain);
   const float silu = __fmul_rn(g, sig);
   const float sw = __fmul_rn(silu, v);
   if (!on) {

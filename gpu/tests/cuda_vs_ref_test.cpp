@@ -337,6 +337,24 @@ TEST(FastMath, SigmoidSiluShortcutEqualsIeeeDivisionInItsDomain) {
   EXPECT_EQ(r.inputs - r.in_domain, tiny + inf_nan + band);
 }
 
+TEST(FastMath, SiluShortcutEqualsIeeeDivisionInItsDomain) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  const testing_support::ExhaustiveResult r = testing_support::check_fast_silu();
+  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) where the shortcut differs:" << hex_examples(r);
+  const uint64_t zeros = 2;
+  const uint64_t huge = 2 * uint64_t{255 - 251 + 1} << 23;  // |x| >= 2^124, Inf, NaN: exponents 251..255
+  EXPECT_EQ(r.inputs - r.in_domain, zeros + huge);
+}
+
+TEST(FastMath, SigmoidShortcutEqualsIeeeDivisionInItsDomain) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  const testing_support::ExhaustiveResult r = testing_support::check_fast_sigmoid();
+  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) where the shortcut differs:" << hex_examples(r);
+  const uint64_t nan = 2 * ((uint64_t{1} << 23) - 1);
+  const uint64_t band = uint64_t{f32_bits(-88.8f)} - f32_bits(-87.0f) + 1;  // -88.8 <= x <= -87
+  EXPECT_EQ(r.inputs - r.in_domain, nan + band);
+}
+
 TEST(FastMath, OneInstructionBf16RoundingEqualsFloat2Bfloat16Rn) {
   if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
   const testing_support::ExhaustiveResult r = testing_support::check_bf16_rounding();

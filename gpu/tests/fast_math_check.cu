@@ -37,6 +37,34 @@ __global__ void fast_sigmoid_silu_kernel(Counters* c) {
   atomicAdd(&c->in_domain, in_domain);
 }
 
+__global__ void fast_silu_kernel(Counters* c) {
+  unsigned long long in_domain = 0;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < (uint64_t{1} << 32);
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float x = __uint_as_float(static_cast<uint32_t>(i));
+    bool ok = true;
+    const float fast = device::silu_fast(x, ok);
+    if (!ok) continue;
+    ++in_domain;
+    if (__float_as_uint(fast) != __float_as_uint(device::sigmoid_silu(x).silu)) record(c, static_cast<uint32_t>(i));
+  }
+  atomicAdd(&c->in_domain, in_domain);
+}
+
+__global__ void fast_sigmoid_kernel(Counters* c) {
+  unsigned long long in_domain = 0;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < (uint64_t{1} << 32);
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float x = __uint_as_float(static_cast<uint32_t>(i));
+    bool ok = true;
+    const float fast = device::sigmoid_fast(x, ok);
+    if (!ok) continue;
+    ++in_domain;
+    if (__float_as_uint(fast) != __float_as_uint(device::sigmoid_silu(x).sigmoid)) record(c, static_cast<uint32_t>(i));
+  }
+  atomicAdd(&c->in_domain, in_domain);
+}
+
 __global__ void bf16_rounding_kernel(Counters* c) {
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < (uint64_t{1} << 32);
        i += uint64_t{gridDim.x} * blockDim.x) {
@@ -69,6 +97,8 @@ ExhaustiveResult run(Kernel kernel, const char* what, bool all_in_domain) {
 }  // namespace
 
 ExhaustiveResult check_fast_sigmoid_silu() { return run(fast_sigmoid_silu_kernel, "fast_sigmoid_silu_kernel", false); }
+ExhaustiveResult check_fast_silu() { return run(fast_silu_kernel, "fast_silu_kernel", false); }
+ExhaustiveResult check_fast_sigmoid() { return run(fast_sigmoid_kernel, "fast_sigmoid_kernel", false); }
 ExhaustiveResult check_bf16_rounding() { return run(bf16_rounding_kernel, "bf16_rounding_kernel", true); }
 
 }  // namespace bitparity::gpu::testing_support

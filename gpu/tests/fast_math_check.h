@@ -16,6 +16,10 @@ struct ExhaustiveResult {
 
 // sigmoid_silu_fast (in_domain true) against sigmoid_silu (__fdiv_rn), both outputs' bits.
 ExhaustiveResult check_fast_sigmoid_silu();
+// silu_fast (in_domain true) against sigmoid_silu(x).silu.
+ExhaustiveResult check_fast_silu();
+// sigmoid_fast (in_domain true) against sigmoid_silu(x).sigmoid.
+ExhaustiveResult check_fast_sigmoid();
 // round_as<BF16> (one cvt.rn.bf16x2) against BF16::load(BF16::store(x)) (__float2bfloat16_rn).
 ExhaustiveResult check_bf16_rounding();
 
