@@ -325,30 +325,46 @@ __global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBack
   float lane[kPaddleSlots];
 #pragma unroll
   for (int k = 0; k < kPaddleSlots; ++k) lane[k] = 0.0f;
+  // Groups of kIlp virtual threads' packets; the next group's loads (the next slots, or the first
+  // slots of the next 256 packets) are in flight while the current group is computed.
+  struct Group {
+    Chunk<Act, N> a[kIlp], b[kIlp], g[kIlp];
+  };
+  auto load = [&](Group& q, int64_t m0, int k0) {
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;  // virtual thread 32 k + lane_id
+      if (packet >= packets) break;
+      q.a[u] = load_raw<Act, N>(a_row + packet * N);
+      q.b[u] = load_raw<Act, N>(b_row + packet * N);
+      q.g[u] = load_raw<Act, N>(g_row + packet * N);
+    }
+  };
+  Group current;
+  load(current, 0, 0);
   for (int64_t m0 = 0; m0 < packets; m0 += kPaddleBlock) {
-    // kIlp virtual threads' packets are loaded before the first is computed.
 #pragma unroll
     for (int k0 = 0; k0 < kPaddleSlots; k0 += kIlp) {
-      Chunk<Act, N> a[kIlp], b[kIlp], g[kIlp];
-#pragma unroll
-      for (int u = 0; u < kIlp; ++u) {
-        const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;  // virtual thread 32 k + lane_id
-        if (packet >= packets) break;
-        a[u] = load_raw<Act, N>(a_row + packet * N);
-        b[u] = load_raw<Act, N>(b_row + packet * N);
-        g[u] = load_raw<Act, N>(g_row + packet * N);
+      Group next;
+      if (k0 + kIlp < kPaddleSlots) {
+        load(next, m0, k0 + kIlp);
+      } else {
+        load(next, m0 + kPaddleBlock, 0);
       }
 #pragma unroll
       for (int u = 0; u < kIlp; ++u) {
         const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;
         if (packet >= packets) break;
+        const Chunk<Act, N>& a = current.a[u];
+        const Chunk<Act, N>& b = current.b[u];
+        const Chunk<Act, N>& g = current.g[u];
         float dg[N], dv[N];
         const float acc_before = lane[k0 + u];
         bool in_domain = true;
 #pragma unroll
         for (int i = 0; i < N; ++i) {
-          const PaddleGrad d = paddle_backward<Act, true, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]),
-                                                                  Act::load(g[u].e[i]), s, scale_is_act, p.clamp,
+          const PaddleGrad d = paddle_backward<Act, true, kClamp>(Act::load(a.e[i]), Act::load(b.e[i]),
+                                                                  Act::load(g.e[i]), s, scale_is_act, p.clamp,
                                                                   lane[k0 + u], &in_domain);
           dg[i] = d.dg;
           dv[i] = d.dv;
@@ -357,8 +373,8 @@ __global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBack
           lane[k0 + u] = acc_before;
 #pragma unroll
           for (int i = 0; i < N; ++i) {
-            const PaddleGrad d = paddle_backward<Act, false, kClamp>(Act::load(a[u].e[i]), Act::load(b[u].e[i]),
-                                                                     Act::load(g[u].e[i]), s, scale_is_act, p.clamp,
+            const PaddleGrad d = paddle_backward<Act, false, kClamp>(Act::load(a.e[i]), Act::load(b.e[i]),
+                                                                     Act::load(g.e[i]), s, scale_is_act, p.clamp,
                                                                      lane[k0 + u]);
             dg[i] = d.dg;
             dv[i] = d.dv;
@@ -367,6 +383,7 @@ __global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBack
         store_chunk<Act, N>(da_row + packet * N, dg);
         store_chunk<Act, N>(db_row + packet * N, dv);
       }
+      current = next;
     }
   }
   // Strides 128, 64, 32 of the 256-thread tree: virtual thread 32 k + lane_id adds 32 (k + s/32) + lane_id.
@@ -442,7 +459,7 @@ void launch_paddle_forward(const PaddleForward& args) {
 void launch_paddle_backward(const PaddleBackward& args) {
   if (args.rows == 0 || args.F == 0) return;
   require_packets(args.act, args.F, "paddle_backward");
-  dispatch_activation<PaddleBackwardLaunch, false>(args, /*default_ilp=*/2);
+  dispatch_activation<PaddleBackwardLaunch, false>(args, /*default_ilp=*/1);
 }
 
 }  // namespace bitparity::gpu
