@@ -102,15 +102,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) megatron_for
         store_chunk<Act, N>(out + int64_t{q.row[u]} * F + q.col[u], o);
       }
     };
-    const uint32_t step = stride * kIlp;
-    Group current;
-    if (first < total) load(current, first);
-    for (uint32_t k0 = first; k0 < total; k0 += step) {
-      Group next;
-      if (k0 + step < total) load(next, k0 + step);
-      compute(current, k0);
-      current = next;
-    }
+    pipelined_grid_stride<Group>(first, total, stride * kIlp, load, compute);
   } else {
     for (uint32_t k = first; k < total; k += stride) {
       const uint32_t r = per_row.div(k);
@@ -196,15 +188,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp)) megatron_bac
         store_chunk<Act, N>(d_row + F + q.col[u], db);
       }
     };
-    const uint32_t step = stride * kIlp;
-    Group current;
-    if (first < total) load(current, first);
-    for (uint32_t k0 = first; k0 < total; k0 += step) {
-      Group next;
-      if (k0 + step < total) load(next, k0 + step);
-      compute(current, k0);
-      current = next;
-    }
+    pipelined_grid_stride<Group>(first, total, stride * kIlp, load, compute);
   } else {
     for (uint32_t k = first; k < total; k += stride) {
       const uint32_t r = per_row.div(k);
@@ -220,12 +204,6 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp)) megatron_bac
   }
 }
 
-template <class T>
-T* advanced(T* p, int64_t bytes) {
-  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
-  return p ? reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes) : p;
-}
-
 // Runs Go<kClamp, kBias>::run(args) for the case's clamp and bias, known at compile time there.
 template <template <int, bool> class Go, class Args>
 void dispatch_clamp_bias(const Args& args) {
@@ -239,19 +217,14 @@ struct ForwardLaunch {
   template <int kClamp, bool kBias>
   struct Go {
     static void run(const MegatronForward& p) {
-      constexpr auto kernel = megatron_forward_kernel<Act, kIlp, kClamp, kBias>;
-      const int64_t per_row = elementwise_items(1, p.F, kPacket<Act>);
       const int64_t act = sizeof(typename Act::Storage);
-      for_each_row_chunk(p.rows, per_row, [&](int64_t first, int64_t rows) {
-        MegatronForward c = p;
-        c.rows = rows;
-        c.y = advanced(p.y, first * 2 * p.F * act);
-        c.out = advanced(p.out, first * p.F * act);
-        c.scale = advanced(p.scale, first * static_cast<int64_t>(dtype_size(p.scale_dtype)));
-        kernel<<<resident_grid<kernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(
-            c, Divider(static_cast<uint32_t>(per_row)));
-        check_launch("swiglu megatron_forward", p.stream);
-      });
+      launch_row_chunks<megatron_forward_kernel<Act, kIlp, kClamp, kBias>>(
+          p, elementwise_items(1, p.F, kPacket<Act>), "swiglu megatron_forward",
+          [&](MegatronForward& c, int64_t first) {
+            c.y = advanced(c.y, first * 2 * p.F * act);
+            c.out = advanced(c.out, first * p.F * act);
+            c.scale = advanced(c.scale, first * static_cast<int64_t>(dtype_size(p.scale_dtype)));
+          });
     }
   };
   static void run(const MegatronForward& p) { dispatch_clamp_bias<Go>(p); }
@@ -262,19 +235,14 @@ struct BackwardLaunch {
   template <int kClamp, bool kBias>
   struct Go {
     static void run(const MegatronBackward& p) {
-      constexpr auto kernel = megatron_backward_kernel<Act, kIlp, kClamp, kBias>;
-      const int64_t per_row = elementwise_items(1, p.F, kPacket<Act>);
       const int64_t act = sizeof(typename Act::Storage);
-      for_each_row_chunk(p.rows, per_row, [&](int64_t first, int64_t rows) {
-        MegatronBackward c = p;
-        c.rows = rows;
-        c.y = advanced(p.y, first * 2 * p.F * act);
-        c.g = advanced(p.g, first * p.F * act);
-        c.d_y = advanced(p.d_y, first * 2 * p.F * act);
-        kernel<<<resident_grid<kernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(
-            c, Divider(static_cast<uint32_t>(per_row)));
-        check_launch("swiglu megatron_backward", p.stream);
-      });
+      launch_row_chunks<megatron_backward_kernel<Act, kIlp, kClamp, kBias>>(
+          p, elementwise_items(1, p.F, kPacket<Act>), "swiglu megatron_backward",
+          [&](MegatronBackward& c, int64_t first) {
+            c.y = advanced(c.y, first * 2 * p.F * act);
+            c.g = advanced(c.g, first * p.F * act);
+            c.d_y = advanced(c.d_y, first * 2 * p.F * act);
+          });
     }
   };
   static void run(const MegatronBackward& p) { dispatch_clamp_bias<Go>(p); }

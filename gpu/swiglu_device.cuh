@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "gpu/runtime.h"
 #include "gpu/swiglu_kernels.h"
 
 namespace bitparity::gpu::device {
@@ -426,6 +428,23 @@ struct Divider {
   }
 };
 
+// A grid-stride loop over the work items [first, total) in groups (a group's items are k0,
+// k0 + stride, ...; `step` is the stride times the group's size): the next group's loads are issued
+// before the current group's arithmetic, so that a thread keeps loads in flight while it computes.
+// load(Group&, k0) issues a group's loads; compute(const Group&, k0) does the rest.
+template <class Group, class Load, class Compute>
+__device__ __forceinline__ void pipelined_grid_stride(uint32_t first, uint32_t total, uint32_t step, Load&& load,
+                                                      Compute&& compute) {
+  Group current;
+  if (first < total) load(current, first);
+  for (uint32_t k0 = first; k0 < total; k0 += step) {
+    Group next;
+    if (k0 + step < total) load(next, k0 + step);
+    compute(current, k0);
+    current = next;
+  }
+}
+
 // Row chunks whose work items (rows x items_per_row) number less than 2^31, so that a kernel
 // indexes them in 32 bits; calls launch(first_row, rows) for each.
 template <class Launch>
@@ -474,6 +493,30 @@ unsigned resident_grid(int64_t items) {
   const int64_t needed = (items + kThreads - 1) / kThreads;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, int64_t{per_sm} * multiprocessor_count())));
 }
+
+// p moved by `bytes` (nullptr stays nullptr).
+template <class T>
+T* advanced(T* p, int64_t bytes) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+  return p ? reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes) : p;
+}
+
+#if defined(__CUDACC__)
+// Launches kKernel(chunk, Divider(per_row)) for each row chunk of `args` (for_each_row_chunk), on a
+// resident grid, and checks the launch; advance(chunk, first_row) moves the chunk's tensors to its
+// first row.
+template <auto kKernel, class Args, class Advance>
+void launch_row_chunks(const Args& args, int64_t per_row, const char* what, Advance&& advance) {
+  for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
+    Args chunk = args;
+    chunk.rows = rows;
+    advance(chunk, first);
+    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
+        chunk, Divider(static_cast<uint32_t>(per_row)));
+    check_launch(what, args.stream);
+  });
+}
+#endif
 
 // Work items of an elementwise kernel: 16-byte packets where F allows, else single elements.
 inline int64_t elementwise_items(int64_t rows, int64_t F, int packet) {

@@ -295,15 +295,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) paddle_forwa
       store_chunk<Act, N>(out + int64_t{q.row[u]} * F + q.col[u], o);
     }
   };
-  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x, step = stride * kIlp;
-  Group current;
-  if (first < total) load(current, first);
-  for (uint32_t k0 = first; k0 < total; k0 += step) {
-    Group next;
-    if (k0 + step < total) load(next, k0 + step);
-    compute(current, k0);
-    current = next;
-  }
+  pipelined_grid_stride<Group>(blockIdx.x * blockDim.x + threadIdx.x, total, stride * kIlp, load, compute);
 }
 
 template <class Act, int kIlp, int kClamp>
@@ -406,19 +398,13 @@ struct PaddleForwardLaunch {
   }
   template <int kClamp>
   static void go(const PaddleForward& p) {
-    constexpr auto kernel = paddle_forward_kernel<Act, kIlp, kClamp>;
-    const int64_t per_row = p.F / kPacket<Act>;
     const int64_t act = sizeof(typename Act::Storage);
-    for_each_row_chunk(p.rows, per_row, [&](int64_t first, int64_t rows) {
-      PaddleForward c = p;
-      c.rows = rows;
-      c.y = static_cast<const char*>(p.y) + first * 2 * p.F * act;
-      c.out = static_cast<char*>(p.out) + first * p.F * act;
-      c.scale = static_cast<const char*>(p.scale) + first * static_cast<int64_t>(dtype_size(p.scale_dtype));
-      kernel<<<resident_grid<kernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(
-          c, Divider(static_cast<uint32_t>(per_row)));
-      check_launch("swiglu_scale paddle_forward", p.stream);
-    });
+    launch_row_chunks<paddle_forward_kernel<Act, kIlp, kClamp>>(
+        p, p.F / kPacket<Act>, "swiglu_scale paddle_forward", [&](PaddleForward& c, int64_t first) {
+          c.y = advanced(c.y, first * 2 * p.F * act);
+          c.out = advanced(c.out, first * p.F * act);
+          c.scale = advanced(c.scale, first * static_cast<int64_t>(dtype_size(p.scale_dtype)));
+        });
   }
 };
 
