@@ -41,7 +41,8 @@ __device__ __forceinline__ float forward_element(float a, float b, bool scaled, 
 }
 
 template <class Act, int kIlp, int kClamp, bool kBias>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) megatron_forward_kernel(MegatronForward p, Divider per_row) {
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
+    megatron_forward_kernel(MegatronForward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -117,7 +118,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) megatron_for
 }
 
 template <class Act, int kIlp, int kClamp, bool kBias>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp)) megatron_backward_kernel(MegatronBackward p, Divider per_row) {
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp))
+    megatron_backward_kernel(MegatronBackward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);

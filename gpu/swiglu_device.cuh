@@ -54,7 +54,8 @@ __device__ __forceinline__ float round_as(float x) {
 
 // bf16: cvt.rn.bf16x2.f32 of (x, 0) is one F2FP instruction whose 32 bits are the fp32 value of
 // bf16(x) (upper half bf16(x), lower half bf16(+0) = 0), where __float2bfloat16_rn and a shift
-// take two. Same rounding (RNE, subnormals kept); math_gpu_test compares the two on all 2^32 inputs.
+// take two. Same rounding (RNE, subnormals kept); the FastMath tests (gpu/tests) compare the two
+// on all 2^32 inputs.
 template <>
 __device__ __forceinline__ float round_as<BF16>(float x) {
 #if defined(__CUDA_ARCH__)
@@ -202,7 +203,7 @@ __device__ __forceinline__ float rcp_approx_ftz(float d) {
 // 2^126 (1/den is normal) or +Inf (x < -88.8: den is clamped to 2^127, whose flushed reciprocal 0
 // gives +0 and x * 0 = -0, the IEEE quotients). The band between, -88.8 <= x <= -87, where 1/den
 // is subnormal, and the excluded x are left to the caller, who recomputes them with sigmoid_silu.
-// math_gpu_test compares this with sigmoid_silu on all 2^32 inputs.
+// The FastMath tests (gpu/tests) compare it with sigmoid_silu on all 2^32 inputs.
 __device__ __forceinline__ SigmoidSilu sigmoid_silu_fast(float x, bool& in_domain) {
   const ExpfFactors e = expf_factors(-x);
   const float d = fminf(__fmaf_rn(e.mantissa, e.scale, 1.0f), 0x1p127f);
@@ -221,7 +222,7 @@ __device__ __forceinline__ SigmoidSilu sigmoid_silu_fast(float x, bool& in_domai
 // the quotient's scaling back by 1/8 is exact (x / den' >= 2^-123 unless |x| < 2^-125, where
 // den = 2 exactly and every step but the last is exact); den = +Inf is clamped to 2^127 as in
 // sigmoid_silu_fast. Equal to sigmoid_silu(x).silu wherever 0 < |x| < 2^124 (x = -0 would give +0;
-// 8x must not overflow); math_gpu_test compares the two on all 2^32 inputs.
+// 8x must not overflow); the FastMath tests (gpu/tests) compare the two on all 2^32 inputs.
 __device__ __forceinline__ float silu_fast(float x, bool& in_domain) {
   const ExpfFactors e = expf_factors(-x);
   const float d = fminf(__fmul_rn(__fmaf_rn(e.mantissa, e.scale, 1.0f), 0.125f), 0x1p127f);
@@ -236,7 +237,7 @@ __device__ __forceinline__ float silu_fast(float x, bool& in_domain) {
 
 // sigmoid alone (PaddleFleet's kernels): the quotient 1 / den of sigmoid_silu_fast, whose domain
 // then excludes only what makes 1/den subnormal, -88.8 <= x <= -87, and NaN (tiny, infinite and
-// huge x are exact here: den is 2, 1 or clamped +Inf). math_gpu_test checks all 2^32 inputs.
+// huge x are exact here: den is 2, 1 or clamped +Inf). The FastMath tests check all 2^32.
 __device__ __forceinline__ float sigmoid_fast(float x, bool& in_domain) {
   bool unused = true;
   const float sigmoid = sigmoid_silu_fast(x, unused).sigmoid;
@@ -464,7 +465,7 @@ inline constexpr int kThreads = 256;
 // too tightly, it spills. bench/NOTES.md has the measurements behind the numbers.
 constexpr int blocks_per_sm(int loads_per_item, int ilp) {
   const int live = loads_per_item * ilp;  // 16-byte packets held per thread
-  return live <= 2 ? 6 : live <= 3 ? 4 : live <= 4 ? 4 : live <= 6 ? 3 : 2;
+  return live <= 2 ? 6 : live <= 4 ? 4 : live <= 6 ? 3 : 2;
 }
 
 inline int multiprocessor_count() {
@@ -491,7 +492,8 @@ unsigned resident_grid(int64_t items) {
     return blocks;
   }();
   const int64_t needed = (items + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, int64_t{per_sm} * multiprocessor_count())));
+  const int64_t resident = int64_t{per_sm} * multiprocessor_count();
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, resident)));
 }
 
 // p moved by `bytes` (nullptr stays nullptr).

@@ -45,7 +45,8 @@ inline constexpr int kMaxRowThreads = kReduceMaxThreads;
 // kBlock: the block size the kernel is compiled for, kThreads (several rows per block) or
 // kMaxRowThreads (one row of more than 32 threads per block).
 template <class Act, int kIlp, int kBlock, int kClamp>
-__global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kBlock) megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
+__global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kBlock)
+    megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
   using S = typename Act::Storage;
   constexpr int V = kLanesPerThread<Act>;
   extern __shared__ float tree[];
@@ -247,7 +248,8 @@ constexpr int kPaddleBlock = 256;
 constexpr int kPaddleSlots = kPaddleBlock / kWarpLanes;
 
 template <class Act, int kIlp, int kClamp>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) paddle_forward_kernel(PaddleForward p, Divider per_row) {
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
+    paddle_forward_kernel(PaddleForward p, Divider per_row) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -298,8 +300,10 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp)) paddle_forwa
   pipelined_grid_stride<Group>(blockIdx.x * blockDim.x + threadIdx.x, total, stride * kIlp, load, compute);
 }
 
+// 128 registers, 2 blocks per SM: bounded to 80, ptxas spills in the loop (bench/NOTES.md).
 template <class Act, int kIlp, int kClamp>
-__global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBackward p) {
+__global__ void __launch_bounds__(kThreads, 2)
+    paddle_backward_kernel(PaddleBackward p) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpLanes) + threadIdx.x / kWarpLanes;
