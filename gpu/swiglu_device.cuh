@@ -446,6 +446,86 @@ __device__ __forceinline__ void pipelined_grid_stride(uint32_t first, uint32_t t
   }
 }
 
+// --- asynchronous copies to shared memory (cp.async, sm_80 and later) ---------------------------
+//
+// A thread's loads in flight cost registers until they land; the two reducing backwards hold
+// eight or more partial sums and a packet's arithmetic besides, so registers, not bandwidth,
+// bounded how far ahead they could load. cp.async copies 16 bytes from global to shared memory
+// without a register; a thread that copies a packet and later reads only that same packet needs
+// no barrier, only cp.async.wait_group.
+
+__device__ __forceinline__ void copy_async_16(void* shared, const void* global) {
+#if defined(__CUDA_ARCH__)
+  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(global) : "memory");
+#else
+  *static_cast<uint4*>(shared) = *static_cast<const uint4*>(global);
+#endif
+}
+
+// Closes the group of copies issued since the last commit (an empty group where none was).
+__device__ __forceinline__ void commit_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most kPending of this thread's committed groups are still in flight.
+template <int kPending>
+__device__ __forceinline__ void wait_copies() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+#endif
+}
+
+// A thread's ring of kStages stages of kLoads 16-byte packets in dynamic shared memory, laid out
+// [stage][load][thread] so that a warp's 16-byte accesses are consecutive (no bank conflicts).
+template <int kStages, int kLoads>
+struct PacketRing {
+  uint4* mine;  // this thread's packet of stage 0, load 0
+  int threads;  // the block's threads: the distance between two of one thread's packets
+  static constexpr size_t bytes(int block_threads) { return size_t{16} * kStages * kLoads * block_threads; }
+  __device__ uint4* at(int stage, int load) const { return mine + (stage * kLoads + load) * threads; }
+  __device__ void fill(int stage, int load, const void* global) const { copy_async_16(at(stage, load), global); }
+  __device__ uint4 get(int stage, int load) const { return *at(stage, load); }
+};
+
+// Streams a team's rows through a PacketRing: the team walks rows first, first + step, ... below
+// `walk`, of which those below `rows` exist; a row has `units` units, a unit being at most one
+// packet per load per thread. Copies run kStages units ahead of the arithmetic, across row
+// boundaries, so that a row's first units are in flight while the previous row finishes.
+//   issue(stage, row, unit)    the thread's copies of one unit of an existing row
+//   begin(row), end(row)       around each walked row (row < rows says whether it exists)
+//   consume(stage, row, unit)  the unit's arithmetic, once its copies have landed
+// A walk beyond `rows` keeps teams that share warp shuffles in step. The loop body is one copy of
+// consume: unrolled over a row's units, the kernels overflowed the instruction cache.
+template <int kStages, class Issue, class Begin, class Consume, class End>
+__device__ __forceinline__ void stream_rows(int64_t first, int64_t step, int64_t walk, int64_t rows, int units,
+                                            Issue&& issue, Begin&& begin, Consume&& consume, End&& end) {
+  int64_t next_row = first;  // the producer's cursor, kStages units ahead of the consumer
+  int next_unit = 0;
+  auto produce = [&](int stage) {
+    if (next_row < rows) issue(stage, next_row, next_unit);
+    commit_copies();
+    if (++next_unit == units) {
+      next_unit = 0;
+      next_row += step;
+    }
+  };
+  for (int s = 0; s < kStages; ++s) produce(s);
+  int stage = 0;
+  for (int64_t row = first; row < walk; row += step) {
+    begin(row);
+    for (int unit = 0; unit < units; ++unit) {
+      wait_copies<kStages - 1>();  // this unit's group, committed kStages groups ago, has landed
+      consume(stage, row, unit);
+      produce(stage);  // the stage just read takes the unit kStages ahead
+      stage = stage + 1 == kStages ? 0 : stage + 1;
+    }
+    end(row);
+  }
+}
+
 // Row chunks whose work items (rows x items_per_row) number less than 2^31, so that a kernel
 // indexes them in 32 bits; calls launch(first_row, rows) for each.
 template <class Launch>
@@ -494,6 +574,29 @@ unsigned resident_grid(int64_t items) {
   const int64_t needed = (items + kThreads - 1) / kThreads;
   const int64_t resident = int64_t{per_sm} * multiprocessor_count();
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, resident)));
+}
+
+// Blocks for a kernel whose teams (teams_per_block to a block, `shared` bytes of dynamic shared
+// memory) walk rows team, team + T, ...: no more teams T than are resident at once, and no more
+// than give each team the same number of rows, so that no last round of rows runs on a few teams
+// while the rest wait. Raises the kernel's shared-memory limit where it needs more than 48 KiB.
+template <auto kKernel>
+unsigned row_team_grid(int64_t rows, int teams_per_block, size_t shared) {
+  static const int per_sm = [shared] {
+    if (shared > size_t{48} << 10)
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, shared) != cudaSuccess ||
+        blocks < 1) {
+      cudaGetLastError();
+      blocks = 1;
+    }
+    return blocks;
+  }();
+  const int64_t resident = int64_t{per_sm} * multiprocessor_count() * teams_per_block;
+  const int64_t rows_per_team = (rows + resident - 1) / resident;
+  const int64_t teams = (rows + rows_per_team - 1) / rows_per_team;
+  return static_cast<unsigned>(std::max<int64_t>(1, (teams + teams_per_block - 1) / teams_per_block));
 }
 
 // p moved by `bytes` (nullptr stays nullptr).

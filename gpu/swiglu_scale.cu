@@ -300,98 +300,111 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
   pipelined_grid_stride<Group>(blockIdx.x * blockDim.x + threadIdx.x, total, stride * kIlp, load, compute);
 }
 
-// 128 registers, 2 blocks per SM: bounded to 80, ptxas spills in the loop (bench/NOTES.md).
+// Persistent warps: warp w of W walks rows w, w + W, ..., its copies of the a, b and dout packets
+// (cp.async into a PacketRing) running kStages units of 32 packets ahead of the arithmetic. Unit
+// u of a row is virtual thread 32 (u % 8) + lane's next packet; its terms go to lane[0], and the
+// eight partial sums rotate by one after each unit, so that slot u % 8 is always at lane[0] and the
+// loop body is one copy of the arithmetic.
+inline constexpr int kPaddleLoads = 3;  // a, b and dout
+// The ILP knob is the ring's depth: 2, 4 or 8 units of 1.5 KiB a warp in flight (bf16). Bounded
+// to 80 registers the arithmetic spills and runs at half the speed; at 2 blocks a SM the ring keeps
+// enough bytes in flight (bench/NOTES.md).
+template <int kIlp>
+inline constexpr int kPaddleStages = 2 * kIlp;
+
 template <class Act, int kIlp, int kClamp>
-__global__ void __launch_bounds__(kThreads, 2)
-    paddle_backward_kernel(PaddleBackward p) {
+__global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBackward p) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarpLanes) + threadIdx.x / kWarpLanes;
-  if (row >= p.rows) return;  // a whole warp: rows are per warp
+  constexpr int kWarps = kThreads / kWarpLanes;
+  extern __shared__ uint4 ring_memory[];
+  const PacketRing<kPaddleStages<kIlp>, kPaddleLoads> ring{ring_memory + threadIdx.x, kThreads};
   const int lane_id = static_cast<int>(threadIdx.x) % kWarpLanes;
-  const int64_t F = p.F, packets = F / N;
-  const S* a_row = static_cast<const S*>(p.y) + row * 2 * F;
-  const S* b_row = a_row + F;
-  const S* g_row = static_cast<const S*>(p.g) + row * F;
-  S* da_row = static_cast<S*>(p.d_y) + row * 2 * F;
-  S* db_row = da_row + F;
-  const float s = load_scalar(p.scale, p.scale_dtype, row);
+  const int64_t warp = int64_t{blockIdx.x} * kWarps + threadIdx.x / kWarpLanes;
+  const int64_t warps = int64_t{gridDim.x} * kWarps;
+  const int64_t F = p.F;
+  const int packets = static_cast<int>(F / N);
+  const int units = (packets + kWarpLanes - 1) / kWarpLanes;
+  const S* y = static_cast<const S*>(p.y);
+  const S* dout = static_cast<const S*>(p.g);
+  S* d_y = static_cast<S*>(p.d_y);
   const bool scale_is_act = p.scale_dtype == Act::kDType;
 
   float lane[kPaddleSlots];
-#pragma unroll
-  for (int k = 0; k < kPaddleSlots; ++k) lane[k] = 0.0f;
-  // Groups of kIlp virtual threads' packets; the next group's loads (the next slots, or the first
-  // slots of the next 256 packets) are in flight while the current group is computed.
-  struct Group {
-    Chunk<Act, N> a[kIlp], b[kIlp], g[kIlp];
+  float s = 0.0f;  // the row's scale, loaded one row ahead
+  float s_next = warp < p.rows ? load_scalar(p.scale, p.scale_dtype, warp) : 0.0f;
+  auto issue = [&](int stage, int64_t row, int unit) {
+    const int packet = unit * kWarpLanes + lane_id;
+    if (packet >= packets) return;
+    const S* a = y + row * 2 * F + int64_t{packet} * N;
+    ring.fill(stage, 0, a);
+    ring.fill(stage, 1, a + F);
+    ring.fill(stage, 2, dout + row * F + int64_t{packet} * N);
   };
-  auto load = [&](Group& q, int64_t m0, int k0) {
+  // One packet of the row: d_y stored, its eight terms added to acc.
+  auto compute = [&](int stage, int64_t row, int packet, float& acc) {
+    Chunk<Act, N> a, b, g;
+    a.raw = ring.get(stage, 0);
+    b.raw = ring.get(stage, 1);
+    g.raw = ring.get(stage, 2);
+    float dg[N], dv[N];
+    const float acc_before = acc;
+    bool in_domain = true;
 #pragma unroll
-    for (int u = 0; u < kIlp; ++u) {
-      const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;  // virtual thread 32 k + lane_id
-      if (packet >= packets) break;
-      q.a[u] = load_raw<Act, N>(a_row + packet * N);
-      q.b[u] = load_raw<Act, N>(b_row + packet * N);
-      q.g[u] = load_raw<Act, N>(g_row + packet * N);
+    for (int i = 0; i < N; ++i) {
+      const PaddleGrad d = paddle_backward<Act, true, kClamp>(Act::load(a.e[i]), Act::load(b.e[i]), Act::load(g.e[i]),
+                                                              s, scale_is_act, p.clamp, acc, &in_domain);
+      dg[i] = d.dg;
+      dv[i] = d.dv;
     }
+    if (!in_domain) {  // the packet again with the IEEE divisions, from the same partial sum
+      acc = acc_before;
+      a.raw = ring.get(stage, 0);  // read again rather than held in registers through the fast path
+      b.raw = ring.get(stage, 1);
+      g.raw = ring.get(stage, 2);
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const PaddleGrad d = paddle_backward<Act, false, kClamp>(Act::load(a.e[i]), Act::load(b.e[i]),
+                                                                 Act::load(g.e[i]), s, scale_is_act, p.clamp, acc);
+        dg[i] = d.dg;
+        dv[i] = d.dv;
+      }
+    }
+    S* da = d_y + row * 2 * F + int64_t{packet} * N;
+    store_chunk<Act, N>(da, dg);
+    store_chunk<Act, N>(da + F, dv);
   };
-  Group current;
-  load(current, 0, 0);
-  for (int64_t m0 = 0; m0 < packets; m0 += kPaddleBlock) {
+  auto rotate = [&] {  // lane[k] <- lane[k + 1], the first to the last
+    const float first = lane[0];
 #pragma unroll
-    for (int k0 = 0; k0 < kPaddleSlots; k0 += kIlp) {
-      Group next;
-      if (k0 + kIlp < kPaddleSlots) {
-        load(next, m0, k0 + kIlp);
-      } else {
-        load(next, m0 + kPaddleBlock, 0);
-      }
+    for (int k = 0; k + 1 < kPaddleSlots; ++k) lane[k] = lane[k + 1];
+    lane[kPaddleSlots - 1] = first;
+  };
+  auto begin = [&](int64_t row) {
+    s = s_next;
+    if (row + warps < p.rows) s_next = load_scalar(p.scale, p.scale_dtype, row + warps);
 #pragma unroll
-      for (int u = 0; u < kIlp; ++u) {
-        const int64_t packet = m0 + kWarpLanes * (k0 + u) + lane_id;
-        if (packet >= packets) break;
-        const Chunk<Act, N>& a = current.a[u];
-        const Chunk<Act, N>& b = current.b[u];
-        const Chunk<Act, N>& g = current.g[u];
-        float dg[N], dv[N];
-        const float acc_before = lane[k0 + u];
-        bool in_domain = true;
+    for (int k = 0; k < kPaddleSlots; ++k) lane[k] = 0.0f;
+  };
+  auto consume = [&](int stage, int64_t row, int unit) {
+    const int packet = unit * kWarpLanes + lane_id;
+    if (packet < packets) compute(stage, row, packet, lane[0]);
+    rotate();
+  };
+  auto end = [&](int64_t row) {
+    for (int k = units % kPaddleSlots; k != 0 && k < kPaddleSlots; ++k) rotate();  // slot 0 back at lane[0]
+    // Strides 128, 64, 32 of the 256-thread tree: virtual thread 32 k + lane_id adds 32 (k + s/32) + lane_id.
 #pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const PaddleGrad d = paddle_backward<Act, true, kClamp>(Act::load(a.e[i]), Act::load(b.e[i]),
-                                                                  Act::load(g.e[i]), s, scale_is_act, p.clamp,
-                                                                  lane[k0 + u], &in_domain);
-          dg[i] = d.dg;
-          dv[i] = d.dv;
-        }
-        if (!in_domain) {  // the packet again with the IEEE divisions, from the same partial sum
-          lane[k0 + u] = acc_before;
+    for (int slots = kPaddleSlots / 2; slots >= 1; slots /= 2)
 #pragma unroll
-          for (int i = 0; i < N; ++i) {
-            const PaddleGrad d = paddle_backward<Act, false, kClamp>(Act::load(a.e[i]), Act::load(b.e[i]),
-                                                                     Act::load(g.e[i]), s, scale_is_act, p.clamp,
-                                                                     lane[k0 + u]);
-            dg[i] = d.dg;
-            dv[i] = d.dv;
-          }
-        }
-        store_chunk<Act, N>(da_row + packet * N, dg);
-        store_chunk<Act, N>(db_row + packet * N, dv);
-      }
-      current = next;
-    }
-  }
-  // Strides 128, 64, 32 of the 256-thread tree: virtual thread 32 k + lane_id adds 32 (k + s/32) + lane_id.
+      for (int k = 0; k < slots; ++k) lane[k] = __fadd_rn(lane[k], lane[k + slots]);
+    // Strides 16 to 1.
 #pragma unroll
-  for (int slots = kPaddleSlots / 2; slots >= 1; slots /= 2)
-#pragma unroll
-    for (int k = 0; k < slots; ++k) lane[k] = __fadd_rn(lane[k], lane[k + slots]);
-  // Strides 16 to 1.
-#pragma unroll
-  for (int stride = kWarpLanes / 2; stride >= 1; stride /= 2)
-    lane[0] = __fadd_rn(lane[0], __shfl_down_sync(0xffffffffu, lane[0], stride));
-  if (lane_id == 0) store_scalar(p.d_scale, p.scale_dtype, row, lane[0]);
+    for (int stride = kWarpLanes / 2; stride >= 1; stride /= 2)
+      lane[0] = __fadd_rn(lane[0], __shfl_down_sync(0xffffffffu, lane[0], stride));
+    if (lane_id == 0) store_scalar(p.d_scale, p.scale_dtype, row, lane[0]);
+  };
+  stream_rows<kPaddleStages<kIlp>>(warp, warps, p.rows, p.rows, units, issue, begin, consume, end);
 }
 
 template <class Act, int kIlp>
@@ -420,9 +433,10 @@ struct PaddleBackwardLaunch {
   }
   template <int kClamp>
   static void go(const PaddleBackward& p) {
-    constexpr int64_t kRowsPerBlock = kThreads / kWarpLanes;
-    const auto grid = static_cast<unsigned>((p.rows + kRowsPerBlock - 1) / kRowsPerBlock);
-    paddle_backward_kernel<Act, kIlp, kClamp><<<grid, kThreads, 0, static_cast<cudaStream_t>(p.stream)>>>(p);
+    constexpr auto kKernel = paddle_backward_kernel<Act, kIlp, kClamp>;
+    const size_t ring = PacketRing<kPaddleStages<kIlp>, kPaddleLoads>::bytes(kThreads);
+    const unsigned grid = row_team_grid<kKernel>(p.rows, kThreads / kWarpLanes, ring);
+    kKernel<<<grid, kThreads, ring, static_cast<cudaStream_t>(p.stream)>>>(p);
     check_launch("swiglu_scale paddle_backward", p.stream);
   }
 };

@@ -62,15 +62,15 @@ run() {
   done
   if [[ ${SKIP_SANITIZER:-0} != 1 ]]; then
     # memcheck: generated cases of every subject, the PyTorch recordings, and the large shape of
-    # the two reducing backward kernels. racecheck: the one kernel with shared memory (Megatron's
-    # weighted backward when a row has more than 32 threads, i.e. fewer than 16 rows).
+    # the two reducing backward kernels. racecheck: the kernels with shared memory (the two
+    # reducing backwards: cp.async rings, and Megatron's tree when a row has more than 32 threads).
     # CudaRuntime.* is left out: it provokes a failing cudaMalloc on purpose.
     local memcheck_filter='Registry/CudaVsRef.BitIdentical*:CudaVsTorch.*'
     memcheck_filter+=':Registry/CudaVsRefLarge.*swiglu_scale_bwd_megatron_eager:Registry/CudaVsRefLarge.*swiglu_scale_bwd_paddle_fused'
     RC_PARAMS="max_success=$MEMCHECK_RC_CASES" compute-sanitizer --tool memcheck --leak-check full \
       "$test" --gtest_filter="$memcheck_filter" >"$logs/memcheck.log" 2>&1 &
     RC_PARAMS="max_success=$RACECHECK_RC_CASES" compute-sanitizer --tool racecheck --racecheck-report all \
-      "$test" --gtest_filter='Registry/CudaVsRef.BitIdentical*swiglu_scale_bwd_megatron*' >"$logs/racecheck.log" 2>&1 &
+      "$test" --gtest_filter='Registry/CudaVsRef.BitIdentical*swiglu_scale_bwd_*:Registry/CudaVsRefLarge.*swiglu_scale_bwd_*' >"$logs/racecheck.log" 2>&1 &
   fi
   wait
   echo "tests and sanitizers: $((SECONDS - t0)) s" >"$logs/timing.txt"

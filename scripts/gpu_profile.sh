@@ -3,7 +3,7 @@
 # build/gpu-carry): the SASS of the benchmark program and an Nsight Compute report of each bf16
 # kernel at one large shape (ncu reads the hardware counters; clocks are left alone).
 #
-#   OUT=dir scripts/gpu_profile.sh [rows] [F] [ilp]
+#   OUT=dir [KERNELS="swiglu_scale_bwd/paddle ..."] scripts/gpu_profile.sh [rows] [F] [ilp]
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CARRY=$ROOT/build/gpu-carry
@@ -13,8 +13,9 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cuobjdump -sass "$CARRY/swiglu_bench" > "$OUT/sass.txt" 2>&1
 gzip -f "$OUT/sass.txt"
-for k in swiglu_fwd/megatron swiglu_bwd/megatron swiglu_scale_fwd/megatron swiglu_scale_bwd/megatron \
-         swiglu_scale_fwd/paddle swiglu_scale_bwd/paddle; do
+KERNELS=${KERNELS:-swiglu_fwd/megatron swiglu_bwd/megatron swiglu_scale_fwd/megatron swiglu_scale_bwd/megatron
+  swiglu_scale_fwd/paddle swiglu_scale_bwd/paddle}
+for k in $KERNELS; do
   name=${k//\//_}
   ncu --clock-control none --launch-skip 3 --launch-count 1 -k 'regex:megatron|paddle' \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section SchedulerStats \
