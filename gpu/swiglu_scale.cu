@@ -306,11 +306,11 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
 // eight partial sums rotate by one after each unit, so that slot u % 8 is always at lane[0] and the
 // loop body is one copy of the arithmetic.
 inline constexpr int kPaddleLoads = 3;  // a, b and dout
-// The ILP knob is the ring's depth: 2, 4 or 8 units of 1.5 KiB a warp in flight (bf16). Bounded
-// to 80 registers the arithmetic spills and runs at half the speed; at 2 blocks a SM the ring keeps
+// The ILP knob is the ring's depth: 2, 3 or 4 units of 1.5 KiB a warp (bf16). Bounded to 80
+// registers the arithmetic spills and runs at half the speed; at 2 blocks a SM the ring keeps
 // enough bytes in flight (bench/NOTES.md).
 template <int kIlp>
-inline constexpr int kPaddleStages = 2 * kIlp;
+inline constexpr int kPaddleStages = kIlp == 1 ? 2 : kIlp == 2 ? 3 : 4;
 
 template <class Act, int kIlp, int kClamp>
 __global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBackward p) {
