@@ -8,7 +8,7 @@
 //
 // Speed (bench/NOTES.md): the clamp and the bias are template parameters, so that an element has
 // no branch; sigmoid and silu take the shortcut of sigmoid_silu_fast, and a packet with an element
-// outside its domain (rare: NaN, Inf, |x| < 2^-100, -88.8 <= x <= -87) is recomputed with the
+// outside its domain (rare: x = +-0, |x| >= 2^124, Inf and NaN) is recomputed with the
 // IEEE divisions, so the bits are those of the plain formulas everywhere.
 #include "gpu/swiglu_kernels.h"
 

@@ -195,54 +195,62 @@ __device__ __forceinline__ float rcp_approx_ftz(float d) {
 #endif
 }
 
-// The same two quotients without __fdiv_rn's range check and its out-of-line slow path, so that
-// the eight elements of a packet compile to one straight block: one MUFU.RCP and one Newton step
-// shared by both quotients, then each quotient and its correction, the sequence nvcc emits inside
-// __fdiv_rn. The result is correctly rounded, hence equal to sigmoid_silu(x), wherever `in_domain`
-// says so: x finite with |x| >= 2^-100 (the remainder x - den * q stays exact) and den either below
-// 2^126 (1/den is normal) or +Inf (x < -88.8: den is clamped to 2^127, whose flushed reciprocal 0
-// gives +0 and x * 0 = -0, the IEEE quotients). The band between, -88.8 <= x <= -87, where 1/den
-// is subnormal, and the excluded x are left to the caller, who recomputes them with sigmoid_silu.
-// The FastMath tests (gpu/tests) compare it with sigmoid_silu on all 2^32 inputs.
-__device__ __forceinline__ SigmoidSilu sigmoid_silu_fast(float x, bool& in_domain) {
-  const ExpfFactors e = expf_factors(-x);
-  const float d = fminf(__fmaf_rn(e.mantissa, e.scale, 1.0f), 0x1p127f);
-  const float r0 = rcp_approx_ftz(d);
-  const float r = __fmaf_rn(r0, __fmaf_rn(-d, r0, 1.0f), r0);
-  const float sigmoid = __fmaf_rn(__fmaf_rn(-d, r, 1.0f), r, r);
-  const float q = __fmul_rn(x, r);
-  const float silu = __fmaf_rn(__fmaf_rn(-d, q, x), r, q);
-  const float ax = fabsf(x);
-  in_domain = in_domain && ax >= 0x1p-100f && ax <= 0x1.fffffep127f && (x > -87.0f || x < -88.8f);
-  return {sigmoid, silu};
-}
-
-// silu alone (Megatron's forward has no use for sigmoid), with a wider domain and a cheaper test:
-// den is scaled by 1/8 first, so that 1/den' stays normal (> 2^-125) for every finite den, and
-// the quotient's scaling back by 1/8 is exact (x / den' >= 2^-123 unless |x| < 2^-125, where
-// den = 2 exactly and every step but the last is exact); den = +Inf is clamped to 2^127 as in
-// sigmoid_silu_fast. Equal to sigmoid_silu(x).silu wherever 0 < |x| < 2^124 (x = -0 would give +0;
-// 8x must not overflow); the FastMath tests (gpu/tests) compare the two on all 2^32 inputs.
-__device__ __forceinline__ float silu_fast(float x, bool& in_domain) {
+// The shortcuts below replace sigmoid_silu's two divisions by __fdiv_rn's own fast-path sequence
+// without its range check and out-of-line slow path, so that the eight elements of a packet
+// compile to one straight block: one MUFU.RCP and one Newton step shared by both quotients, then
+// each quotient and its correction. den is scaled by 1/8 first, so that its reciprocal stays
+// normal (> 2^-125) for every finite den, where rcp.approx.ftz would flush the reciprocal of a
+// den above 2^126 (x in about [-88.7, -87.3]); den = +Inf is clamped to 2^127, whose flushed
+// reciprocal 0 gives the IEEE quotients +0 and -0. A shortcut is exact (equal to sigmoid_silu's
+// bits) wherever its `in_domain` says so, and the FastMath tests (gpu/tests) compare each with
+// sigmoid_silu on all 2^32 inputs; the callers recompute the rest with sigmoid_silu.
+struct ScaledDen {
+  float d;  // min(den / 8, 2^127)
+  float r;  // 1 / d to within an ulp (MUFU.RCP and one Newton step)
+};
+__device__ __forceinline__ ScaledDen scaled_den(float x) {
   const ExpfFactors e = expf_factors(-x);
   const float d = fminf(__fmul_rn(__fmaf_rn(e.mantissa, e.scale, 1.0f), 0.125f), 0x1p127f);
   const float r0 = rcp_approx_ftz(d);
-  const float r = __fmaf_rn(r0, __fmaf_rn(-d, r0, 1.0f), r0);
-  const float q = __fmul_rn(x, r);
-  const float silu8 = __fmaf_rn(__fmaf_rn(-d, q, x), r, q);
-  const float ax = fabsf(x);
-  in_domain = in_domain && ax > 0.0f && ax < 0x1p124f;
-  return __fmul_rn(silu8, 0.125f);
+  return {d, __fmaf_rn(r0, __fmaf_rn(-d, r0, 1.0f), r0)};
 }
 
-// sigmoid alone (PaddleFleet's kernels): the quotient 1 / den of sigmoid_silu_fast, whose domain
-// then excludes only what makes 1/den subnormal, -88.8 <= x <= -87, and NaN (tiny, infinite and
-// huge x are exact here: den is 2, 1 or clamped +Inf). The FastMath tests check all 2^32.
+// 1/den = (1/8) / d: the quotient t = r / 8 (exact while normal, rounded once where 1/den is
+// subnormal) and its correction, whose remainder 1/8 - d t is exact; one rounding at the end.
+__device__ __forceinline__ float sigmoid_of(const ScaledDen& s) {
+  const float t = __fmul_rn(s.r, 0.125f);
+  return __fmaf_rn(__fmaf_rn(-s.d, t, 0.125f), s.r, t);
+}
+
+// x/den = (x / d) / 8: the quotient 8x/den is normal unless |x| < 2^-125, where den = 2 exactly and
+// every step but the last is exact, so that the scaling back by 1/8 rounds once.
+__device__ __forceinline__ float silu_of(const ScaledDen& s, float x) {
+  const float q = __fmul_rn(x, s.r);
+  return __fmul_rn(__fmaf_rn(__fmaf_rn(-s.d, q, x), s.r, q), 0.125f);
+}
+
+// silu alone (Megatron's forward has no use for sigmoid). Exact wherever 0 < |x| < 2^124 (x = -0
+// would give +0; 8x must not overflow; NaN and the infinities are outside).
+__device__ __forceinline__ float silu_fast(float x, bool& in_domain) {
+  const float ax = fabsf(x);
+  in_domain = in_domain && ax > 0.0f && ax < 0x1p124f;
+  return silu_of(scaled_den(x), x);
+}
+
+// sigmoid and silu together (Megatron's backwards): silu_fast's domain, inside which sigmoid is
+// exact too.
+__device__ __forceinline__ SigmoidSilu sigmoid_silu_fast(float x, bool& in_domain) {
+  const ScaledDen s = scaled_den(x);
+  const float ax = fabsf(x);
+  in_domain = in_domain && ax > 0.0f && ax < 0x1p124f;
+  return {sigmoid_of(s), silu_of(s, x)};
+}
+
+// sigmoid alone (PaddleFleet's kernels): exact for every x but NaN (for which fminf drops the NaN
+// den); the infinities give den = 1 and +Inf, hence 1 and +0.
 __device__ __forceinline__ float sigmoid_fast(float x, bool& in_domain) {
-  bool unused = true;
-  const float sigmoid = sigmoid_silu_fast(x, unused).sigmoid;
-  in_domain = in_domain && (x > -87.0f || x < -88.8f);
-  return sigmoid;
+  in_domain = in_domain && x == x;
+  return sigmoid_of(scaled_den(x));
 }
 
 template <bool kFast>

@@ -451,7 +451,7 @@ void require_packets(DType act, int64_t F, const char* who) {
 
 void launch_megatron_scale_backward(const MegatronScaleBackward& args) {
   if (args.rows == 0 || args.F == 0) return;
-  dispatch_activation<MegatronScaleBackwardLaunch, true>(args, /*default_ilp=*/1);
+  dispatch_activation<MegatronScaleBackwardLaunch, true>(args, /*default_ilp=*/2);
 }
 
 void launch_paddle_forward(const PaddleForward& args) {
