@@ -499,17 +499,17 @@ struct PacketRing {
 };
 
 // Streams a team's rows through a PacketRing: the team walks rows first, first + step, ... below
-// `walk`, of which those below `rows` exist; a row has `units` units, a unit being at most one
-// packet per load per thread. Copies run kStages units ahead of the arithmetic, across row
-// boundaries, so that a row's first units are in flight while the previous row finishes.
-//   issue(stage, row, unit)    the thread's copies of one unit of an existing row
-//   begin(row), end(row)       around each walked row (row < rows says whether it exists)
+// `rows`; a row has `units` units, a unit being at most one packet per load per thread. Copies run
+// kStages units ahead of the arithmetic, across row boundaries, so that a row's first units are in
+// flight while the previous row finishes.
+//   issue(stage, row, unit)    the thread's copies of one unit
+//   begin(row), end(row)       around each row
 //   consume(stage, row, unit)  the unit's arithmetic, once its copies have landed
-// A walk beyond `rows` keeps teams that share warp shuffles in step. The loop body is one copy of
-// consume: unrolled over a row's units, the kernels overflowed the instruction cache.
+// The loop body is one copy of consume: unrolled over a row's units, the kernel overflowed the
+// instruction cache.
 template <int kStages, class Issue, class Begin, class Consume, class End>
-__device__ __forceinline__ void stream_rows(int64_t first, int64_t step, int64_t walk, int64_t rows, int units,
-                                            Issue&& issue, Begin&& begin, Consume&& consume, End&& end) {
+__device__ __forceinline__ void stream_rows(int64_t first, int64_t step, int64_t rows, int units, Issue&& issue,
+                                            Begin&& begin, Consume&& consume, End&& end) {
   int64_t next_row = first;  // the producer's cursor, kStages units ahead of the consumer
   int next_unit = 0;
   auto produce = [&](int stage) {
@@ -522,7 +522,7 @@ __device__ __forceinline__ void stream_rows(int64_t first, int64_t step, int64_t
   };
   for (int s = 0; s < kStages; ++s) produce(s);
   int stage = 0;
-  for (int64_t row = first; row < walk; row += step) {
+  for (int64_t row = first; row < rows; row += step) {
     begin(row);
     for (int unit = 0; unit < units; ++unit) {
       wait_copies<kStages - 1>();  // this unit's group, committed kStages groups ago, has landed

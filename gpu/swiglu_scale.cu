@@ -404,7 +404,7 @@ __global__ void __launch_bounds__(kThreads, 2) paddle_backward_kernel(PaddleBack
       lane[0] = __fadd_rn(lane[0], __shfl_down_sync(0xffffffffu, lane[0], stride));
     if (lane_id == 0) store_scalar(p.d_scale, p.scale_dtype, row, lane[0]);
   };
-  stream_rows<kPaddleStages<kIlp>>(warp, warps, p.rows, p.rows, units, issue, begin, consume, end);
+  stream_rows<kPaddleStages<kIlp>>(warp, warps, p.rows, units, issue, begin, consume, end);
 }
 
 template <class Act, int kIlp>
