@@ -5,6 +5,8 @@
 
 #include <rapidcheck.h>
 
+#include "core/random.h"
+
 namespace bitparity::gen {
 namespace {
 
@@ -164,6 +166,24 @@ std::vector<std::string> value_tags(const Tensor& t) {
   if (sub) tags.push_back("subnormal");
   if (tie) tags.push_back("bf16_tie");
   return tags;
+}
+
+Tensor large_tensor(DType dtype, Shape shape, uint64_t seed) {
+  constexpr uint64_t kIndexStride = 0x100000001b3ull;  // FNV's prime: seeds stay apart per index
+  constexpr int kMinExponent = -6, kExponents = 13;
+  Tensor t(dtype, std::move(shape));
+  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -3e-39f};
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const uint64_t r = splitmix64_mix(seed * kIndexStride + static_cast<uint64_t>(i));
+    if (r % kLargeSpecialEvery == 0) {
+      t.set_f32(i, specials[(r >> 20) % std::size(specials)]);
+      continue;
+    }
+    const int exponent = static_cast<int>((r >> 8) % kExponents) + kMinExponent;
+    const float mantissa = 1.0f + static_cast<float>((r >> 24) & 0x7fffff) / static_cast<float>(1 << 23);
+    t.set_f32(i, std::ldexp((r & 1) ? -mantissa : mantissa, exponent));
+  }
+  return t;
 }
 
 }  // namespace bitparity::gen

@@ -42,6 +42,12 @@ std::string rows_class(int64_t rows);
 rc::Gen<std::optional<double>> clamp();
 std::string clamp_class(std::optional<double> clamp);
 
+// A large tensor for reference inputs (GPU tests, benchmarks): moderate values (|x| in [2^-6, 2^7),
+// random sign and mantissa) with one special value (NaN, +-Inf, +-0, a subnormal) in about every
+// kLargeSpecialEvery elements, drawn from splitmix64 so that (dtype, shape, seed) name its bits.
+inline constexpr uint64_t kLargeSpecialEvery = 16411;
+Tensor large_tensor(DType dtype, Shape shape, uint64_t seed);
+
 // Tags of the special values present in a tensor: "nan", "inf", "-0", "subnormal", "bf16_tie".
 std::vector<std::string> value_tags(const Tensor& tensor);
 

@@ -12,11 +12,22 @@ const AttrSpec* OpInfo::attr(const std::string& attr_name) const {
   return nullptr;
 }
 
-bool OpInfo::has_contract(const std::string& contract) const {
+const ContractInfo* OpInfo::contract(const std::string& contract_name) const {
   for (const ContractInfo& c : contracts)
-    if (c.name == contract) return true;
-  return false;
+    if (c.name == contract_name) return &c;
+  return nullptr;
 }
+
+namespace {
+const std::vector<TensorSpec>& specs_of(const std::map<Direction, std::vector<TensorSpec>>& specs, Direction d) {
+  static const std::vector<TensorSpec> kNone;
+  auto it = specs.find(d);
+  return it == specs.end() ? kNone : it->second;
+}
+}  // namespace
+
+const std::vector<TensorSpec>& OpInfo::input_specs(Direction d) const { return specs_of(inputs, d); }
+const std::vector<TensorSpec>& OpInfo::output_specs(Direction d) const { return specs_of(outputs, d); }
 
 void Registry::add_op(OpInfo op) {
   if (this->op(op.name)) throw std::logic_error("op registered twice: " + op.name);
@@ -34,6 +45,10 @@ void Registry::add_impl(const std::string& op, const std::string& backend, const
   if (!info->has_contract(contract)) throw std::logic_error(op + " has no contract " + contract);
   if (!this->backend(backend)) throw std::logic_error("unregistered backend kind: " + backend);
   impls_[{op, backend + ":" + contract}] = std::move(impl);
+}
+
+void Registry::add_impls(const std::string& backend, const std::vector<ImplEntry>& entries) {
+  for (const ImplEntry& e : entries) add_impl(e.op, backend, e.contract, e.impl);
 }
 
 const OpInfo* Registry::op(const std::string& name) const {
@@ -76,8 +91,8 @@ TensorMap run_impl(const Registry& registry, const std::string& backend_contract
     if (auto why = backend->unavailable_reason()) throw std::runtime_error(kind + " is unavailable: " + *why);
   const OpInfo* info = registry.op(c.op);
   if (!info) throw std::runtime_error("unknown op '" + c.op + "'");
-  if (!info->has_contract(contract))
-    throw std::runtime_error(c.op + " has no contract '" + contract + "' (see `bitparity list`)");
+  const ContractInfo* contract_info = info->contract(contract);
+  if (!contract_info) throw std::runtime_error(c.op + " has no contract '" + contract + "' (see `bitparity list`)");
   const Impl* impl = registry.impl(c.op, backend_contract);
   if (!impl) throw std::runtime_error(backend_contract + " does not implement " + c.op);
   // Implementations may rely on every required input being present (the parser checks it for
@@ -87,7 +102,8 @@ TensorMap run_impl(const Registry& registry, const std::string& backend_contract
     throw RejectError("shape", c.op + " has no " + std::string(direction_name(c.direction)) + " direction");
   for (const TensorSpec& s : specs->second)
     if (!s.optional && !c.input(s.name)) throw RejectError("shape", c.op + ": missing required input " + s.name);
-  return (*impl)(c);
+  if (info->validate) info->validate(c, *contract_info);
+  return (*impl)(c, *contract_info);
 }
 
 }  // namespace bitparity

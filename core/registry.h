@@ -16,6 +16,7 @@
 #include <rapidcheck/Gen.h>
 
 #include "core/case.h"
+#include "core/tensor.h"
 
 namespace bitparity {
 
@@ -24,8 +25,11 @@ struct TensorSpec {
   std::string doc;
   bool optional = false;
   // Dimension 0 counts the op's independent rows (tokens): harnesses slice, refill and count rows
-  // through the inputs that say so.
+  // through the tensors that say so (inputs and outputs alike).
   bool rows_first = false;
+  // Outputs only: reduced over a row in an order that the row count sets (rule 7's lane plan), so
+  // invariant to the other rows' values but not to their number.
+  bool row_count_dependent = false;
 };
 
 struct AttrSpec {
@@ -34,10 +38,19 @@ struct AttrSpec {
   std::string doc;  // attributes are optional: absent means "not given" (Python's None)
 };
 
+// How a contract reads a float `clamp` attribute (spec OP-6). A trait, not arithmetic: each
+// backend evaluates the gate itself.
+enum class ClampGate {
+  kNone,      // the op has no clamp
+  kPositive,  // `clamp_value is not None and clamp_value > 0` (Megatron's fused functions, Paddle)
+  kPresent,   // `clamp_value is not None` (Megatron's unfused glu(): a value <= 0 clamps everything)
+};
+
 struct ContractInfo {
   std::string name;
   std::string doc;
   std::string derived_from;  // "PyTorch 2.11, CUDA 13.0, sm_90", shown by `list` and reports
+  ClampGate clamp_gate = ClampGate::kNone;
 };
 
 // What a signature records about a case besides the op and the finding: coarse classes that
@@ -48,6 +61,33 @@ struct CaseClasses {
   std::vector<std::string> tags;   // every edge class the case is in, for classify/tag and reports
 };
 
+// The shape and dtype of one output.
+struct TensorMeta {
+  Shape shape;
+  DType dtype = DType::kFP32;
+  bool operator==(const TensorMeta&) const = default;
+};
+using OutputMetas = std::map<std::string, TensorMeta>;
+
+// A case that a contract must reject (OpInfo::error_inputs), and how.
+struct ErrorInput {
+  std::string name;                    // "scale_rank3": a GoogleTest name
+  Case c;
+  std::string error_class;             // the RejectError class: "shape", "dtype", "attr"
+  std::string field;                   // a word the message must contain ("scale")
+  std::vector<std::string> contracts;  // the contracts that must reject it; empty: every contract
+};
+
+// A large, realistic case for GPU tests and benchmarks (OpInfo::reference_inputs). Built on
+// demand: a reference input may hold a gigabyte.
+struct ReferenceInput {
+  std::string name;                    // "rows16384_F1408": names GPU tests and benchmarks
+  std::vector<std::string> contracts;  // the contracts it is meant for; empty: every contract
+  std::function<Case()> make;
+  // Benchmarks only: too large to also run the CPU reference on in every GPU test run.
+  bool bench_only = false;
+};
+
 struct OpInfo {
   std::string name;
   std::string doc;
@@ -56,21 +96,38 @@ struct OpInfo {
   std::vector<AttrSpec> attrs;
   std::vector<ContractInfo> contracts;
 
-  // Random cases of every edge class the op has, for one direction.
+  // The input checks of a contract, which every backend's run goes through (run_impl calls it
+  // before the implementation): a RejectError whose message names the field ("scale must have
+  // shape [rows] or [rows, 1]; got [3, 2]"). Returns the shape and dtype of every output the
+  // contract returns for the case. Checks only, never arithmetic.
+  std::function<OutputMetas(const Case&, const ContractInfo&)> validate;
+
+  // Sample inputs: random cases of every edge class the op has, for one direction.
   std::function<rc::Gen<Case>(Direction)> generate;
+  // The tags (CaseClasses::tags) that the generator must reach in a few hundred cases.
+  std::function<std::vector<std::string>(Direction)> required_tags;
+  std::function<CaseClasses(const Case&)> classes;
+  // Error inputs: cases that contracts must reject, with the class and the field named.
+  std::function<std::vector<ErrorInput>(Direction)> error_inputs;
+  // Reference inputs: large realistic shapes for GPU tests and benchmarks.
+  std::function<std::vector<ReferenceInput>(Direction)> reference_inputs;
   // Strictly smaller variants of a case's shape, most aggressive first (shrinking).
   std::function<std::vector<Case>(const Case&)> shrink_shape;
-  std::function<CaseClasses(const Case&)> classes;
   // The true value of every output element (fp64, MPFR where fp64 is not enough), for
   // arbitration. Absent outputs have no oracle.
   std::function<std::map<std::string, std::vector<double>>(const Case&)> oracle;
 
   const AttrSpec* attr(const std::string& attr_name) const;
-  bool has_contract(const std::string& contract) const;
+  const ContractInfo* contract(const std::string& contract_name) const;  // nullptr when absent
+  bool has_contract(const std::string& contract_name) const { return contract(contract_name) != nullptr; }
+  // The specs of the direction's inputs or outputs; empty when the op lacks the direction.
+  const std::vector<TensorSpec>& input_specs(Direction d) const;
+  const std::vector<TensorSpec>& output_specs(Direction d) const;
 };
 
-// Computes every output of the op for the case, or throws RejectError.
-using Impl = std::function<TensorMap(const Case&)>;
+// Computes every output of the op for a case that the op's validate accepted under `contract`,
+// or throws RejectError (a reference's "unmodelled").
+using Impl = std::function<TensorMap(const Case&, const ContractInfo& contract)>;
 
 struct BackendKind {
   std::string name;  // "ref", "cuda"
@@ -79,11 +136,19 @@ struct BackendKind {
   std::function<std::optional<std::string>()> unavailable_reason;
 };
 
+// One contract of one op on one backend, as a backend's module lists them for the composition
+// root (ops/builtin.cpp).
+struct ImplEntry {
+  std::string op, contract;
+  Impl impl;
+};
+
 class Registry {
  public:
   void add_op(OpInfo op);
   void add_backend(BackendKind backend);
   void add_impl(const std::string& op, const std::string& backend, const std::string& contract, Impl impl);
+  void add_impls(const std::string& backend, const std::vector<ImplEntry>& entries);
 
   const OpInfo* op(const std::string& name) const;
   const BackendKind* backend(const std::string& name) const;
@@ -104,8 +169,14 @@ class Registry {
 // Splits "ref:megatron_eager" into its kind and contract; throws ParseError on another form.
 std::pair<std::string, std::string> split_backend_name(const std::string& name);
 
-// Runs `backend_contract` on the case after checking that it is available and implements the op.
-// Throws RejectError for inputs the contract refuses and std::runtime_error for unknown names.
+// Runs `backend_contract` on the case after checking that it is available and implements the op,
+// that the required inputs are present, and the op's validate. Throws RejectError for inputs the
+// contract refuses and std::runtime_error for unknown names.
 TensorMap run_impl(const Registry& registry, const std::string& backend_contract, const Case& c);
+
+// The registry a harness executable iterates: builtin_registry() in the shipped test programs, a
+// test-only registry (a toy op) in the programs that prove the harnesses generic. Defined by
+// exactly one object linked into the program (ops/harness_registry.cpp or a test's own).
+const Registry& harness_registry();
 
 }  // namespace bitparity

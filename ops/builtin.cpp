@@ -1,16 +1,24 @@
 #include "ops/builtin.h"
 
-#include "reference/register.h"
+#include "ops/swiglu_family.h"
+#include "reference/backend.h"
+#include "reference/swiglu.h"
 #ifdef BITPARITY_HAVE_CUDA
 #include "gpu/register.h"
 #endif
 
 namespace bitparity {
 
+// The composition root: every op's spec, the reference's implementations, then the backends
+// built into this binary (which read the registered specs).
 const Registry& builtin_registry() {
   static const Registry registry = [] {
     Registry r;
-    ref::register_reference(r);
+    r.add_backend(ref::backend());
+    r.add_op(ops::swiglu());
+    r.add_op(ops::swiglu_scale());
+    r.add_impls("ref", ref::swiglu_impls());
+    r.add_impls("ref", ref::swiglu_scale_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #endif

@@ -1,32 +1,27 @@
 // swiglu and its bias variant (spec OP-4, OP-6): Megatron's SwiGLUFunction / BiasSwiGLUFunction.
 #include "reference/swiglu.h"
 
-#include "core/error.h"
+#include "reference/swiglu_common.h"
+
 #include "reference/swiglu_common.h"
 
 namespace bitparity::ref {
 namespace {
-
-using swiglu::ClampGate;
 
 // y + bias when the bias variant is used: one eager add, rounded to y's dtype.
 Tensor biased_input(const Case& c) {
   const Tensor& y = *c.input("y");
   const Tensor* bias = c.input("bias");
   if (!bias) return y;
-  swiglu::check_bias(y, bias);
   Tensor out(y.dtype(), y.shape());
   for (int64_t i = 0; i < y.numel(); ++i) out.set_f32(i, y.f32(i) + bias->f32(i % y.dim(1)));
   return out;
 }
 
-}  // namespace
-
-TensorMap swiglu_megatron(const Case& c, swiglu::ClampGate gate) {
-  swiglu::check_activation_dtype("swiglu", *c.input("y"), "y");
-  const auto [rows, F] = swiglu::split_y("swiglu", *c.input("y"));
+TensorMap swiglu_megatron(const Case& c, const ContractInfo& contract) {
   const Tensor y = biased_input(c);
-  const std::optional<double> clamp = swiglu::active_clamp(c, gate);
+  const int64_t rows = y.dim(0), F = y.dim(1) / 2;
+  const std::optional<double> clamp = swiglu::active_clamp(c, contract.clamp_gate);
   const DType act = y.dtype();
 
   if (c.direction == Direction::kForward) {
@@ -37,7 +32,6 @@ TensorMap swiglu_megatron(const Case& c, swiglu::ClampGate gate) {
     return {{"out", out}};
   }
   const Tensor& g = *c.input("g");
-  swiglu::check_grad("swiglu", g, rows, F, act);
   Tensor d_y(act, {rows, 2 * F});
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < F; ++j) {
@@ -47,6 +41,13 @@ TensorMap swiglu_megatron(const Case& c, swiglu::ClampGate gate) {
       d_y.set_f32(r * 2 * F + F + j, grad.db);
     }
   return {{"d_y", d_y}};
+}
+
+}  // namespace
+
+// The gate (fused functions: > 0; unfused glu(): present) is the contract's trait.
+std::vector<ImplEntry> swiglu_impls() {
+  return {{"swiglu", "megatron_eager", swiglu_megatron}, {"swiglu", "megatron_unfused", swiglu_megatron}};
 }
 
 }  // namespace bitparity::ref

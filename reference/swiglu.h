@@ -1,20 +1,19 @@
-// The reference implementations of the SwiGLU family, one function per contract.
+// The reference implementations of the SwiGLU family: each contract's exact sequence of roundings
+// (spec OP-4, OP-5, OP-6). Inputs have passed the op's validate (ops/swiglu_family.h).
 #pragma once
 
-#include "core/case.h"
-#include "reference/swiglu_common.h"
+#include <vector>
+
+#include "core/registry.h"
 
 namespace bitparity::ref {
 
-// swiglu: Megatron's eager functions with the clamp gate of the fused functions (kPositive,
-// contract megatron_eager) or of the unfused glu() (kPresent, contract megatron_unfused).
-TensorMap swiglu_megatron(const Case& c, swiglu::ClampGate gate);
+// swiglu under megatron_eager and megatron_unfused: Megatron's eager functions, with the clamp
+// gate the contract names (reference/swiglu.cpp).
+std::vector<ImplEntry> swiglu_impls();
 
-// swiglu_scale under Megatron's eager weighted functions (OP-5, OP-6).
-TensorMap swiglu_scale_megatron(const Case& c, swiglu::ClampGate gate);
-
-// swiglu_scale under PaddleFleet's fused kernel. `shipped_clamp_shape`: the stored kernel's clamp
-// path returns d_scale as [rows, 1] whatever scale's rank (contract paddle_fused_shipped).
-TensorMap swiglu_scale_paddle(const Case& c, bool shipped_clamp_shape);
+// swiglu_scale under Megatron's eager weighted functions and PaddleFleet's fused kernel
+// (reference/swiglu_scale.cpp).
+std::vector<ImplEntry> swiglu_scale_impls();
 
 }  // namespace bitparity::ref

@@ -4,36 +4,29 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
+#include "ops/swiglu_family.h"
 #include "reference/numerics.h"
 #include "reference/swiglu.h"
+#include "reference/swiglu_common.h"
 
 namespace bitparity::ref {
 namespace {
 
-using swiglu::ClampGate;
-
-// PaddleFleet's launch: 256 threads per row, each reading 16-byte vectors (check_paddle's vec).
+// PaddleFleet's launch: 256 threads per row, each reading 16-byte packets (PaddleCase::vec).
 constexpr int kPaddleBlock = 256;
 
 float at(const Tensor& y, int64_t r, int64_t F, int64_t j, bool value_half) {
   return y.f32(r * 2 * F + (value_half ? F : 0) + j);
 }
 
-}  // namespace
-
 // ---------------------------------------------------------------------------------------------
 // Megatron: out = bf(f32(swiglu_bf16) * w); backward swiglu_back(g * w, y); d_scale the PyTorch
 // row sum (rule 7) of swiglu_bf16 * g.to(w), keepdim, then .to(w).
-TensorMap swiglu_scale_megatron(const Case& c, ClampGate gate) {
-  const std::string who = "swiglu_scale";
+TensorMap swiglu_scale_megatron(const Case& c, const ContractInfo& contract) {
   const Tensor& y = *c.input("y");
   const Tensor& scale = *c.input("scale");
-  swiglu::check_activation_dtype(who, y, "y");
-  swiglu::check_activation_dtype(who, scale, "scale");
-  const auto [rows, F] = swiglu::split_y(who, y);
-  swiglu::check_scale_shape(who, scale, rows);
-  const std::optional<double> clamp = swiglu::active_clamp(c, gate);
+  const int64_t rows = y.dim(0), F = y.dim(1) / 2;
+  const std::optional<double> clamp = swiglu::active_clamp(c, contract.clamp_gate);
   const DType act = y.dtype(), w = scale.dtype(), chain = swiglu::promote(act, w);
 
   if (c.direction == Direction::kForward) {
@@ -46,7 +39,6 @@ TensorMap swiglu_scale_megatron(const Case& c, ClampGate gate) {
     return {{"out", out}};
   }
   const Tensor& g = *c.input("g");
-  swiglu::check_grad(who, g, rows, F, act);
   Tensor d_y(act, {rows, 2 * F});
   Tensor d_scale(w, scale.shape());
   std::vector<float> products(static_cast<size_t>(F));
@@ -71,9 +63,21 @@ TensorMap swiglu_scale_megatron(const Case& c, ClampGate gate) {
 // clamp (a NaN gate or value becomes the clamp value), its own d_scale order: per thread over its
 // 16-byte packets, then a shared-memory halving tree over 256 threads. Where nvcc contracts a
 // multiply-add into an FMA, the formula says std::fma.
-namespace {
 
-using PaddleCase = swiglu::PaddleInputs;
+// What the kernel's arithmetic depends on: dtypes, the row layout and its 16-byte packets, the clamp.
+struct PaddleCase {
+  DType act, s;
+  int64_t rows, F;
+  swiglu::PaddleClamp clamp;
+  int64_t vec;  // elements per packet
+};
+
+PaddleCase paddle_case(const Case& c) {
+  const Tensor& y = *c.input("y");
+  const DType act = y.dtype();
+  return {act, c.input("scale")->dtype(), y.dim(0), y.dim(1) / 2, swiglu::paddle_clamp(c),
+          ops::swiglu_family::paddle_packet_elements(act)};
+}
 
 // One term of the d_scale sum, accumulated into `acc` the way the kernel's source reads.
 float paddle_d_scale_step(const PaddleCase& p, float acc, float sw, float dout) {
@@ -91,10 +95,9 @@ float paddle_tree(std::array<float, kPaddleBlock>& lane) {
   return lane[0];
 }
 
-}  // namespace
-
-TensorMap swiglu_scale_paddle(const Case& c, bool shipped_clamp_shape) {
-  const PaddleCase p = swiglu::check_paddle(c);
+TensorMap swiglu_scale_paddle(const Case& c, const ContractInfo& contract) {
+  const bool shipped_clamp_shape = ops::swiglu_family::is_shipped_clamp_shape(contract);
+  const PaddleCase p = paddle_case(c);
   const Tensor& y = *c.input("y");
   const Tensor& scale = *c.input("scale");
   const int64_t rows = p.rows, F = p.F;
@@ -147,6 +150,17 @@ TensorMap swiglu_scale_paddle(const Case& c, bool shipped_clamp_shape) {
     d_scale.set_f32(r, paddle_tree(lane));
   }
   return {{"d_y", d_y}, {"d_scale", d_scale}};
+}
+
+}  // namespace
+
+// Megatron's two gates are the contracts' traits; paddle_fused_shipped differs from paddle_fused
+// in d_scale's shape only.
+std::vector<ImplEntry> swiglu_scale_impls() {
+  return {{"swiglu_scale", "megatron_eager", swiglu_scale_megatron},
+          {"swiglu_scale", "megatron_unfused", swiglu_scale_megatron},
+          {"swiglu_scale", "paddle_fused", swiglu_scale_paddle},
+          {"swiglu_scale", "paddle_fused_shipped", swiglu_scale_paddle}};
 }
 
 }  // namespace bitparity::ref

@@ -8,7 +8,7 @@ packages=(
   cmake ninja-build g++ pkg-config git
   clang libclang-rt-14-dev             # the libFuzzer preset
   libeigen3-dev nlohmann-json3-dev libcli11-dev librapidcheck-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libmpfr-dev libgmp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libmpfr-dev libgmp-dev libmpfrc++-dev
 )
 
 missing=()
