@@ -35,8 +35,8 @@ float clamp_min_max_f32(float v, float lo, float hi);
 
 // The launch shape of ATen's Reduce.cuh for rows of `width` fp32 values in a tensor of `rows` rows
 // (rule 7): whether each lane loads 4-element vectors, and how many lanes share a row. Throws
-// RejectError("unmodelled") for the layouts rule 7 does not cover. Every backend that reproduces
-// torch.sum's order takes its plan from here.
+// RejectError("unmodelled") for the layouts rule 7 does not cover. The reference's own: a backend
+// that reproduces torch.sum's order writes its plan itself, so that a diff can catch either.
 struct RowSumPlan {
   bool vectorized = false;
   int64_t lanes = 1;
