@@ -1,14 +1,24 @@
 // `bitparity merge`: joins the corpora and reports of campaign shards.
+//
+// Shard folders come from other machines, so nothing in them is trusted: every entry is validated
+// against the registry (its op and contracts exist, its case parses and fits the op) and written
+// under a path built from the registry's names and the content hash alone; every report must be a
+// shard of the same campaign (same seed and shard count, no shard twice) whose counts add up
+// without overflow. Everything is checked before anything is written.
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "cli/commands.h"
 #include "cli/util.h"
 #include "core/case_json.h"
 #include "core/error.h"
+#include "core/json_strict.h"
+#include "core/safe_file.h"
 #include "corpus/entry.h"
 #include "reports/report.h"
 
@@ -22,12 +32,71 @@ struct MergeFlags {
   std::vector<std::string> shard_dirs;
 };
 
+// An entry that passed validation, with the path it will be written to.
+struct ValidEntry {
+  std::string signature;
+  fs::path destination;
+  std::string text;
+};
+
+// A name that is safe as one path component: letters, digits, '_', '-' and '.', not "." or "..".
+bool is_plain_name(const std::string& name) {
+  if (name.empty() || name == "." || name == "..") return false;
+  return std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+           ch == '-' || ch == '.';
+  });
+}
+
+// Whether `path` lies inside `root` once links and ".." are resolved.
+bool is_inside(const fs::path& root, const fs::path& path) {
+  const fs::path r = fs::weakly_canonical(root), p = fs::weakly_canonical(path);
+  auto ri = r.begin(), pi = p.begin();
+  for (; ri != r.end(); ++ri, ++pi)
+    if (pi == p.end() || *ri != *pi) return false;
+  return pi != p.end();
+}
+
+// A backend of the pair: a plain kind and a contract the op has. The kind may be one this build
+// lacks (a CUDA shard merged on a CPU machine); the contract must be the registry's.
+void check_backend(const OpInfo& op, const std::string& backend, const fs::path& path) {
+  const auto [kind, contract] = split_backend_name(backend);
+  if (!is_plain_name(kind))
+    throw ParseError("", path.string() + ": finding.pair: backend kind " + excerpt(kind) + " is not a plain name");
+  if (!op.has_contract(contract))
+    throw ParseError("", path.string() + ": finding.pair: " + op.name + " has no contract " + excerpt(contract) +
+                             " (see `bitparity list`)");
+}
+
+// The whole check of one stored entry, run-free: the case parses against its op; the pair names
+// the op's contracts; a case whose finding is not an error mismatch passes the op's validate
+// under both contracts (both sides ran it).
+ValidEntry validate_entry(const corpus::StoredEntry& stored, const Registry& registry, const fs::path& out) {
+  const corpus::Entry entry = corpus::entry_from_json(stored.document, stored.path, registry);
+  const OpInfo& op = *registry.op(entry.c.op);  // case_from_json found it
+  if (!is_plain_name(op.name)) throw ParseError("", stored.path.string() + ": op: not a plain name");
+  for (const std::string& backend : {entry.pair.a, entry.pair.b}) check_backend(op, backend, stored.path);
+  if (entry.kind != corpus::kErrorMismatch && op.validate)
+    for (const std::string& backend : {entry.pair.a, entry.pair.b}) try {
+        op.validate(entry.c, *op.contract(split_backend_name(backend).second));
+      } catch (const RejectError& e) {
+        throw ParseError("", stored.path.string() + ": a " + entry.kind + " whose case " + backend +
+                                 " rejects: " + e.what());
+      }
+  // The name comes from the registry and the content hash, never from the shard's file names.
+  const fs::path destination = out / op.name / (corpus::content_name(entry.c, entry.signature) + ".json");
+  if (!is_inside(out, destination))
+    throw std::runtime_error(stored.path.string() + ": would be written to " + destination.string() +
+                             ", outside " + out.string());
+  return {entry.signature, destination, stored.document.dump(2) + "\n"};
+}
+
 // Every bitparity-report/1 document under `dir`; ParseError naming the file when one is broken.
 std::vector<reports::Report> read_reports(const fs::path& dir) {
   std::vector<reports::Report> found;
   for (const fs::path& path : corpus::find_json_files(dir)) {
     try {
-      const nlohmann::json doc = parse_json_text(read_file(path), "the file");
+      const nlohmann::json doc = parse_json_text(read_document(path), "the file");
       if (!doc.is_object() || !doc.contains("format") || !doc["format"].is_string() ||
           doc["format"].get<std::string>() != reports::kReportFormat)
         continue;
@@ -39,34 +108,101 @@ std::vector<reports::Report> read_reports(const fs::path& dir) {
   return found;
 }
 
-// Copies entries with signatures new to `out` under their own names; returns signature -> path.
-std::map<std::string, std::string> merge_entries(const fs::path& out, const std::vector<std::string>& shard_dirs,
-                                                 int& duplicates) {
+struct ShardId {
+  int64_t index = 0, count = 0;
+};
+
+// "2/4" -> {2, 4}; nullopt on any other form, or an index outside [0, count).
+std::optional<ShardId> parse_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() || slash > 18 || text.size() - slash > 19)
+    return std::nullopt;
+  const std::string a = text.substr(0, slash), b = text.substr(slash + 1);
+  if (a.find_first_not_of("0123456789") != std::string::npos || b.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const ShardId id{std::stoll(a), std::stoll(b)};
+  if (id.count < 1 || id.index >= id.count) return std::nullopt;
+  return id;
+}
+
+// Shards of one campaign: the same seed and shard count, each shard once. Returns the count.
+int64_t check_shards(const std::vector<reports::Report>& reports) {
+  std::set<int64_t> seen;
+  int64_t count = 0;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    const reports::RunInfo& run = reports[r].run;
+    if (run.seed != reports.front().run.seed)
+      throw std::runtime_error("the reports come from different campaigns: seed " + std::to_string(run.seed) +
+                               " and seed " + std::to_string(reports.front().run.seed));
+    if (run.shards.empty()) throw std::runtime_error("a report names no shard (run.shards is empty)");
+    for (const std::string& text : run.shards) {
+      const std::optional<ShardId> id = parse_shard(text);
+      if (!id) throw std::runtime_error("run.shards: " + excerpt(text) + " is not INDEX/COUNT with INDEX < COUNT");
+      if (count == 0) count = id->count;
+      if (id->count != count)
+        throw std::runtime_error("the reports split the campaign differently: shard " + text + " of " +
+                                 std::to_string(count) + " shards");
+      if (!seen.insert(id->index).second)
+        throw std::runtime_error("shard " + text + " appears twice; each shard is counted once");
+    }
+  }
+  if (static_cast<int64_t>(seen.size()) != count)
+    std::cerr << "warning: merging " << seen.size() << " of " << count << " shards; the counts cover only those\n";
+  return count;
+}
+
+// Every count of every report added into one int64 (all are non-negative, report_from_json checks
+// it): when the grand total fits, so does every sum merge_reports and the totals make.
+void check_counts_fit(const std::vector<reports::Report>& reports) {
+  int64_t total = 0;
+  auto add = [&total](int64_t n) {
+    if (n < 0 || __builtin_add_overflow(total, n, &total))
+      throw std::runtime_error("the reports' counts overflow a 64-bit count when added; refusing to merge");
+  };
+  for (const reports::Report& r : reports) {
+    for (const reports::PairCounts& c : r.counts) {
+      add(c.cases), add(c.agreements), add(c.known_findings);
+      for (const auto* counts : {&c.skips, &c.mismatches, &c.new_findings})
+        for (const auto& [name, n] : *counts) add(n);
+    }
+    add(static_cast<int64_t>(r.findings.size()));
+  }
+}
+
+int merge(const MergeFlags& flags, const Registry& registry) {
+  for (const std::string& dir : flags.shard_dirs)
+    if (!fs::is_directory(dir)) throw std::runtime_error("shard folder " + dir + " does not exist");
+  // Outputs are checked before anything is read or written.
+  const fs::path out = flags.out;
+  check_output_folder(out);
+  if (!flags.report_file.empty()) check_output_file(flags.report_file);
+  if (!flags.junit_file.empty()) check_output_file(flags.junit_file);
+
   std::set<std::string> known = corpus::load_signatures(out);
-  std::map<std::string, std::string> written;
-  for (const std::string& dir : shard_dirs)
-    for (const corpus::StoredEntry& entry : corpus::read_stored_entries(dir)) {
+  std::vector<ValidEntry> to_write;
+  int duplicates = 0;
+  for (const std::string& dir : flags.shard_dirs)
+    for (const corpus::StoredEntry& stored : corpus::read_stored_entries(dir)) {
+      ValidEntry entry = validate_entry(stored, registry, out);
       if (!known.insert(entry.signature).second) {
         ++duplicates;
         continue;
       }
-      const fs::path path = out / entry.op / entry.path.filename();
-      corpus::write_file_atomically(path, entry.document.dump(2) + "\n");
-      written[entry.signature] = path.string();
+      to_write.push_back(std::move(entry));
     }
-  return written;
-}
-
-int merge(const MergeFlags& flags) {
-  for (const std::string& dir : flags.shard_dirs)
-    if (!fs::is_directory(dir)) throw std::runtime_error("shard folder " + dir + " does not exist");
-  int duplicates = 0;
-  const std::map<std::string, std::string> written = merge_entries(flags.out, flags.shard_dirs, duplicates);
   std::vector<reports::Report> shards;
   for (const std::string& dir : flags.shard_dirs) {
     std::vector<reports::Report> found = read_reports(dir);
     if (found.empty()) std::cerr << "warning: no bitparity-report/1 file under " << dir << "; its counts are missing\n";
     shards.insert(shards.end(), found.begin(), found.end());
+  }
+  if (!shards.empty()) check_shards(shards);
+  check_counts_fit(shards);
+
+  std::map<std::string, std::string> written;  // signature -> path
+  for (const ValidEntry& entry : to_write) {
+    corpus::write_file_atomically(entry.destination, entry.text);
+    written[entry.signature] = entry.destination.string();
   }
   reports::Report merged = reports::merge_reports(shards);
   for (reports::FindingRecord& f : merged.findings)
@@ -82,19 +218,19 @@ int merge(const MergeFlags& flags) {
 
 }  // namespace
 
-Command add_merge(CLI::App& root, const Registry&) {
+Command add_merge(CLI::App& root, const Registry& registry) {
   auto flags = std::make_shared<MergeFlags>();
   CLI::App* app = root.add_subcommand(
       "merge",
-      "Join the outputs of campaign shards: corpus entries (deduplicated by signature, also against what "
-      "--out already holds) and bitparity-report/1 summaries (counts summed), found anywhere under each "
-      "shard folder.");
+      "Join the outputs of campaign shards: corpus entries (validated against the registry, deduplicated by "
+      "signature, also against what --out already holds) and bitparity-report/1 summaries (shards of one "
+      "campaign, counts summed), found anywhere under each shard folder.");
   app->add_option("--out", flags->out, "corpus folder to merge into")->required();
   app->add_option("--report", flags->report_file, "write the merged JSON summary here");
   app->add_option("--junit", flags->junit_file, "write the merged JUnit XML here");
   app->add_option("shard_dirs", flags->shard_dirs, "shard folders (each with a corpus and a report)")->required();
   app->footer("Example:\n  bitparity merge --out corpus --report report.json shard0 shard1 shard2 shard3");
-  return {app, [flags] { return merge(*flags); }};
+  return {app, [flags, &registry] { return merge(*flags, registry); }};
 }
 
 }  // namespace bitparity::cli

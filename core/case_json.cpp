@@ -5,6 +5,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_strict.h"
 
 namespace bitparity {
 namespace {
@@ -15,24 +16,6 @@ using nlohmann::json;
 const std::set<std::string> kCaseFields = {"format", "op", "direction", "attrs", "inputs"};
 const std::set<std::string> kExtraFields = {"outputs", "finding", "provenance", "pins", "note"};
 
-std::string json_type(const json& j) {
-  if (j.is_number_integer()) return "integer";
-  return j.type_name();
-}
-
-const json& require(const json& object, const std::string& key, const std::string& field) {
-  auto it = object.find(key);
-  if (it == object.end()) throw ParseError(field.empty() ? key : field + "." + key, "missing");
-  return *it;
-}
-
-std::string require_string(const json& object, const std::string& key, const std::string& field) {
-  const json& value = require(object, key, field);
-  const std::string path = field.empty() ? key : field + "." + key;
-  if (!value.is_string()) throw ParseError(path, "expected a string, got " + json_type(value));
-  return value.get<std::string>();
-}
-
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -42,19 +25,19 @@ int hex_digit(char c) {
 
 Shape parse_shape(const json& j, const std::string& field) {
   if (!j.is_array()) throw ParseError(field, "expected an array of dimensions, got " + json_type(j));
+  if (static_cast<int64_t>(j.size()) > kMaxTensorRank)
+    throw ParseError(field, "a tensor has at most " + std::to_string(kMaxTensorRank) + " dims; got " +
+                                std::to_string(j.size()));
   Shape shape;
   for (size_t i = 0; i < j.size(); ++i) {
-    const json& d = j[i];
     const std::string path = field + "[" + std::to_string(i) + "]";
-    if (d.is_number_unsigned() && d.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      throw ParseError(path, "dimension overflows int64");
-    if (!d.is_number_integer()) throw ParseError(path, "expected a non-negative integer, got " + json_type(d));
-    const int64_t v = d.get<int64_t>();
+    const int64_t v = as_int(j[i], path);
     if (v < 0) throw ParseError(path, "negative dimension " + std::to_string(v));
     shape.push_back(v);
   }
+  // Before anything loops over the dims: a zero-element tensor may not carry an absurd dim either.
   try {
-    shape_numel(shape);
+    check_shape_limits(shape);
   } catch (const std::invalid_argument& e) {
     throw ParseError(field, e.what());
   }
@@ -69,16 +52,15 @@ double parse_float_attr(const json& j, const std::string& field) {
     if (s == "inf" || s == "+inf") return std::numeric_limits<double>::infinity();
     if (s == "-inf") return -std::numeric_limits<double>::infinity();
   }
-  throw ParseError(field, "expected a number or one of \"nan\", \"inf\", \"-inf\"; got " + j.dump());
+  // The value's type only: a value may be nested thousands of levels deep, or megabytes long.
+  throw ParseError(field, "expected a number or one of \"nan\", \"inf\", \"-inf\"; got " +
+                              (j.is_string() ? excerpt(j.get_ref<const std::string&>()) : json_type(j)));
 }
 
 AttrValue parse_attr(const json& j, const AttrSpec& spec, const std::string& field) {
   switch (spec.type) {
     case AttrType::kFloat: return parse_float_attr(j, field);
-    case AttrType::kInt:
-      if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > INT64_MAX))
-        throw ParseError(field, "expected an integer, got " + json_type(j));
-      return j.get<int64_t>();
+    case AttrType::kInt: return as_int(j, field);
     case AttrType::kBool:
       if (!j.is_boolean()) throw ParseError(field, "expected true or false, got " + json_type(j));
       return j.get<bool>();
@@ -97,6 +79,16 @@ std::string names_of(const std::vector<TensorSpec>& specs) {
 
 }  // namespace
 
+void check_provenance(const json& doc) {
+  auto it = doc.find("provenance");
+  if (it == doc.end()) return;
+  if (!it->is_object()) throw ParseError("provenance", "expected an object, got " + json_type(*it));
+  if (it->contains("seed")) get_uint64(*it, "seed", "provenance");
+  if (it->contains("case_index")) get_count(*it, "case_index", "provenance");
+  for (const char* text : {"shard", "commit", "device", "tool_version", "date", "author"})
+    if (it->contains(text)) get_string(*it, text, "provenance");
+}
+
 json tensor_to_json(const Tensor& tensor) {
   static const char* kDigits = "0123456789abcdef";
   const int width = dtype_size(tensor.dtype()) * 2;
@@ -113,13 +105,13 @@ Tensor tensor_from_json(const json& j, const std::string& field) {
   for (const auto& [key, value] : j.items())
     if (key != "dtype" && key != "shape" && key != "hex")
       throw ParseError(field + "." + key, "unexpected field in a tensor (expected dtype, shape, hex)");
-  const std::string dtype_text = require_string(j, "dtype", field);
+  const std::string dtype_text = get_string(j, "dtype", field);
   const std::optional<DType> dtype = parse_dtype(dtype_text);
   if (!dtype)
-    throw ParseError(field + ".dtype", "unknown dtype '" + dtype_text +
-                                           "' (known: bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, bool, i32, i64)");
+    throw ParseError(field + ".dtype", "unknown dtype " + excerpt(dtype_text) +
+                                           " (known: bf16, fp16, fp32, fp64, fp8_e4m3, fp8_e5m2, bool, i32, i64)");
   const Shape shape = parse_shape(require(j, "shape", field), field + ".shape");
-  const std::string hex = require_string(j, "hex", field);
+  const std::string hex = get_string(j, "hex", field);
   const int width = dtype_size(*dtype) * 2;
   const int64_t numel = shape_numel(shape);
   if (hex.size() % static_cast<size_t>(width) != 0 || static_cast<int64_t>(hex.size() / width) != numel)
@@ -183,17 +175,17 @@ Case case_from_json(const json& j, const Registry& registry) {
   for (const auto& [key, value] : j.items())
     if (!kCaseFields.count(key) && !kExtraFields.count(key))
       throw ParseError(key, "unexpected top-level field");
-  const std::string format = require_string(j, "format", "");
+  const std::string format = get_string(j, "format", "");
   if (format != kCaseFormat)
-    throw ParseError("format", "expected \"" + std::string(kCaseFormat) + "\", got \"" + format + "\"");
+    throw ParseError("format", "expected \"" + std::string(kCaseFormat) + "\", got " + excerpt(format));
 
   Case c;
-  c.op = require_string(j, "op", "");
+  c.op = get_string(j, "op", "");
   const OpInfo* info = registry.op(c.op);
-  if (!info) throw ParseError("op", "unknown op '" + c.op + "' (see `bitparity list`)");
-  const std::string direction = require_string(j, "direction", "");
+  if (!info) throw ParseError("op", "unknown op " + excerpt(c.op) + " (see `bitparity list`)");
+  const std::string direction = get_string(j, "direction", "");
   const std::optional<Direction> dir = parse_direction(direction);
-  if (!dir) throw ParseError("direction", "expected \"fwd\" or \"bwd\", got \"" + direction + "\"");
+  if (!dir) throw ParseError("direction", "expected \"fwd\" or \"bwd\", got " + excerpt(direction));
   c.direction = *dir;
   auto specs = info->inputs.find(c.direction);
   if (specs == info->inputs.end()) throw ParseError("direction", c.op + " has no " + direction + " direction");
@@ -222,19 +214,20 @@ Case case_from_json(const json& j, const Registry& registry) {
     if (!s.optional && !c.inputs.count(s.name))
       throw ParseError("inputs." + s.name, "missing required input of " + c.op + " " + direction);
   if (auto it = j.find("outputs"); it != j.end()) tensors_from_json(*it, "outputs");  // validated, kept by callers
+  check_provenance(j);
   return c;
 }
 
-json parse_json_text(std::string_view text, const std::string& what) {
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {  // parse errors, and numbers beyond a double (1e400)
-    throw ParseError("", what + " is not valid JSON (" + e.what() + ")");
-  }
+Case case_from_text(std::string_view text, const Registry& registry) {
+  return case_from_json(parse_json_text(text, "the case"), registry);
 }
 
-Case case_from_text(std::string_view text, const Registry& registry) {
-  return case_from_json(parse_json_text(text, "case"), registry);
+Case case_from_file(const std::filesystem::path& path, const Registry& registry) {
+  try {
+    return case_from_text(read_document(path), registry);
+  } catch (const ParseError& e) {
+    throw ParseError("", path.string() + ": " + e.what());
+  }
 }
 
 }  // namespace bitparity

@@ -87,7 +87,19 @@ INSTANTIATE_TEST_SUITE_P(
         Malformed{"BadFormat", "bitparity-case/1", "bitparity-case/2", "format"},
         Malformed{"UnexpectedTopLevel", "\"attrs\"", "\"extra\": 1, \"attrs\"", "extra"},
         Malformed{"InputsNotObject", "\"inputs\": {", "\"inputs\": 3, \"note\": {", "inputs"},
-        Malformed{"Truncated", "\"g\": {", "\"g\": {\"dtype\"", ""}),
+        Malformed{"Truncated", "\"g\": {", "\"g\": {\"dtype\"", ""},
+        // Issue 10, defect 1: zero elements, a leading dim of 2^62; the reference looped over its rows.
+        Malformed{"ZeroElementsHugeDim", "\"shape\": [1, 2], \"hex\": \"3f803f80\"",
+                  "\"shape\": [4611686018427387904, 0], \"hex\": \"\"", "inputs.g.shape"},
+        Malformed{"ZeroElementsDimsPastTheLimit", "\"shape\": [1, 2], \"hex\": \"3f803f80\"",
+                  "\"shape\": [65536, 65536, 0], \"hex\": \"\"", "inputs.g.shape"},
+        // Defect 10: a duplicate key hid a malformed tensor (the last one won).
+        Malformed{"DuplicateInput", "\"g\": {", "\"g\": {\"dtype\": \"bf16\", \"shape\": [1], \"hex\": \"zz\"}, \"g\": {",
+                  "inputs.g"},
+        Malformed{"DuplicateAttr", "\"clamp\": 7.0", "\"clamp\": 7.0, \"clamp\": 1.0", "attrs.clamp"},
+        Malformed{"SeedPastUint64", "\"attrs\"", "\"provenance\": {\"seed\": 18446744073709551616}, \"attrs\"",
+                  "provenance.seed"},
+        Malformed{"RankPastTheLimit", "[1, 4]", "[1, 1, 1, 1, 1, 1, 1, 1, 4]", "inputs.y.shape"}),
     [](const testing::TestParamInfo<Malformed>& info) { return info.param.name; });
 
 TEST(CaseJsonTest, MissingRequiredInputIsNamed) {
@@ -99,6 +111,29 @@ TEST(CaseJsonTest, MissingRequiredInputIsNamed) {
     FAIL();
   } catch (const ParseError& e) {
     EXPECT_EQ(e.field(), "inputs.g");
+  }
+}
+
+// Issue 10, defect 2: an attribute nested 65536 levels deep crashed the error path that printed it.
+TEST(CaseJsonTest, ADeeplyNestedAttributeIsAParseErrorNotAStackOverflow) {
+  std::string text = kValid;
+  const std::string deep = std::string(65536, '[') + std::string(65536, ']');
+  text.replace(text.find("7.0"), 3, deep);
+  try {
+    case_from_text(text, builtin_registry());
+    FAIL();
+  } catch (const ParseError& e) {
+    EXPECT_NE(std::string(e.what()).find("nests deeper"), std::string::npos) << e.what();
+  }
+  // Shallow but of the wrong type: named by type, never printed.
+  text = kValid;
+  text.replace(text.find("7.0"), 3, "[[[1]]]");
+  try {
+    case_from_text(text, builtin_registry());
+    FAIL();
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.field(), "attrs.clamp");
+    EXPECT_EQ(std::string(e.what()).find("[["), std::string::npos) << e.what();
   }
 }
 

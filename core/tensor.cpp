@@ -23,9 +23,27 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
+void check_shape_limits(const Shape& shape) {
+  if (static_cast<int64_t>(shape.size()) > kMaxTensorRank)
+    throw std::invalid_argument("shape has " + std::to_string(shape.size()) + " dims; at most " +
+                                std::to_string(kMaxTensorRank) + " are accepted");
+  int64_t extent = 1;  // the product of the nonzero dims
+  for (int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_string(shape));
+    if (d == 0) continue;
+    if (d > kMaxTensorElements || extent > kMaxTensorElements / d)
+      throw std::invalid_argument("shape " + shape_string(shape) + " is too large: the product of its nonzero dims " +
+                                  "may not exceed " + std::to_string(kMaxTensorElements));
+    extent *= d;
+  }
+}
+
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(shape_numel(shape_)) {
-  bytes_.assign(static_cast<size_t>(numel_) * static_cast<size_t>(dtype_size(dtype_)), 0);
+  const size_t width = static_cast<size_t>(dtype_size(dtype_));
+  if (static_cast<uint64_t>(numel_) > std::numeric_limits<size_t>::max() / width)
+    throw std::invalid_argument("shape " + shape_string(shape_) + " has too many bytes");
+  bytes_.assign(static_cast<size_t>(numel_) * width, 0);
 }
 
 uint64_t Tensor::bits(int64_t i) const {

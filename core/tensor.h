@@ -16,6 +16,16 @@ std::string shape_string(const Shape& shape);
 // Product of the dims; throws std::invalid_argument when it overflows int64 or a dim is negative.
 int64_t shape_numel(const Shape& shape);
 
+// The largest tensor a document may describe. Harnesses and references loop over rows and columns
+// even where a tensor has no elements, so the limit is on the product of the nonzero dims (which
+// bounds every dim and every loop over any of them): [4611686018427387904, 0] is rejected, not
+// iterated.
+inline constexpr int64_t kMaxTensorRank = 8;
+inline constexpr int64_t kMaxTensorElements = int64_t{1} << 26;
+// Throws std::invalid_argument naming the limit when `shape` has a negative dim, more than
+// kMaxTensorRank dims, or nonzero dims whose product (overflow-checked) exceeds kMaxTensorElements.
+void check_shape_limits(const Shape& shape);
+
 class Tensor {
  public:
   Tensor() = default;

@@ -1,15 +1,13 @@
 #include "corpus/entry.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "core/case_json.h"
 #include "core/error.h"
+#include "core/json_strict.h"
+#include "core/safe_file.h"
 
 namespace bitparity::corpus {
 namespace {
@@ -20,34 +18,12 @@ namespace fs = std::filesystem;
 constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ull;
 constexpr uint64_t kFnvPrime = 0x100000001b3ull;
 
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ParseError("", "cannot read the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-const json& require(const json& object, const std::string& key, const std::string& field) {
-  auto it = object.find(key);
-  if (it == object.end()) throw ParseError(field.empty() ? key : field + "." + key, "missing");
-  return *it;
-}
-
-std::string require_string(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  const std::string path = field.empty() ? key : field + "." + key;
-  if (!v.is_string()) throw ParseError(path, "expected a string, got " + std::string(v.type_name()));
-  return v.get<std::string>();
-}
-
 std::string read_pins(const json& doc) {
   auto it = doc.find("pins");
   if (it == doc.end()) throw ParseError("pins", "missing (expected \"divergence\", \"fixed\" or \"open\")");
-  if (!it->is_string()) throw ParseError("pins", "expected a string");
-  const std::string pins = it->get<std::string>();
+  const std::string pins = as_string(*it, "pins");
   if (pins != kPinDivergence && pins != kPinFixed && pins != kPinOpen)
-    throw ParseError("pins", "expected \"divergence\", \"fixed\" or \"open\", got \"" + pins + "\"");
+    throw ParseError("pins", "expected \"divergence\", \"fixed\" or \"open\", got " + excerpt(pins));
   return pins;
 }
 
@@ -67,20 +43,23 @@ BackendPair read_pair(const json& finding) {
 
 // The fields of an entry beyond the case; the case itself is validated by case_from_json.
 void read_finding(const json& doc, Entry& entry) {
-  const json& finding = require(doc, "finding", "");
-  if (!finding.is_object()) throw ParseError("finding", "expected an object");
+  const json& finding = require_object(doc, "finding", "");
   entry.pair = read_pair(finding);
-  entry.kind = require_string(finding, "kind", "finding");
+  entry.kind = get_string(finding, "kind", "finding");
   if (entry.kind != kBitMismatch && entry.kind != kShapeMismatch && entry.kind != kErrorMismatch)
-    throw ParseError("finding.kind",
-                     "expected bit_mismatch, shape_mismatch or error_mismatch, got \"" + entry.kind + "\"");
-  entry.output = require_string(finding, "output", "finding");
-  entry.signature = require_string(finding, "signature", "finding");
-  if (auto it = finding.find("strict_nan"); it != finding.end()) {
-    if (!it->is_boolean()) throw ParseError("finding.strict_nan", "expected true or false");
-    entry.strict_nan = it->get<bool>();
-  }
+    throw ParseError("finding.kind", "expected bit_mismatch, shape_mismatch or error_mismatch, got " + excerpt(entry.kind));
+  entry.output = get_string(finding, "output", "finding");
+  entry.signature = get_string(finding, "signature", "finding");
+  if (finding.contains("strict_nan")) entry.strict_nan = get_bool(finding, "strict_nan", "finding");
   entry.pins = read_pins(doc);
+}
+
+// A stored document's tensors (and provenance), checked without a registry: well-formed hex of the declared shape
+// within the size limits. A corrupt entry is an error, not a signature the campaign counts as known.
+void check_tensors(const json& doc) {
+  check_provenance(doc);
+  tensors_from_json(require(doc, "inputs", ""), "inputs");
+  if (doc.contains("outputs")) tensors_from_json(doc["outputs"], "outputs");
 }
 
 bool has_format(const json& doc, std::string_view format) {
@@ -118,8 +97,17 @@ json make_entry(const OpInfo& op, const Case& c, const BackendPair& pair, const 
 }
 
 Entry load_entry(const fs::path& path, const Registry& registry) {
+  json doc;
   try {
-    const json doc = parse_json_text(read_text(path), "the corpus entry");
+    doc = parse_json_text(read_document(path), "the corpus entry");
+  } catch (const ParseError& e) {
+    throw ParseError("", prefixed(path, e));
+  }
+  return entry_from_json(doc, path, registry);
+}
+
+Entry entry_from_json(const json& doc, const fs::path& path, const Registry& registry) {
+  try {
     Entry entry;
     entry.path = path;
     entry.c = case_from_json(doc, registry);
@@ -143,11 +131,11 @@ std::vector<StoredEntry> read_stored_entries(const fs::path& dir) {
   std::vector<StoredEntry> entries;
   for (const fs::path& path : find_json_files(dir)) {
     try {
-      json doc = parse_json_text(read_text(path), "the corpus entry");
+      json doc = parse_json_text(read_document(path), "the corpus entry");
       if (!has_format(doc, kCaseFormat)) continue;
-      const json& finding = require(doc, "finding", "");
-      if (!finding.is_object()) throw ParseError("finding", "expected an object");
-      StoredEntry entry{path, {}, require_string(doc, "op", ""), require_string(finding, "signature", "finding")};
+      const json& finding = require_object(doc, "finding", "");
+      StoredEntry entry{path, {}, get_string(doc, "op", ""), get_string(finding, "signature", "finding")};
+      check_tensors(doc);
       entry.document = std::move(doc);
       entries.push_back(std::move(entry));
     } catch (const ParseError& e) {
@@ -180,26 +168,12 @@ std::string content_name(const Case& c, const std::string& signature) {
 }
 
 void write_file_atomically(const fs::path& path, std::string_view text) {
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  fs::create_directories(dir);
-  // Same folder as the destination: rename is atomic only within one file system.
-  const fs::path temp = dir / ("." + path.filename().string() + ".tmp" + std::to_string(::getpid()));
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ignored;
-      fs::remove(temp, ignored);
-      throw std::runtime_error("cannot write " + temp.string());
-    }
-  }
+  const fs::path dir = path.parent_path();
   std::error_code error;
-  fs::rename(temp, path, error);
-  if (error) {
-    fs::remove(temp, error);
-    throw std::runtime_error("cannot rename " + temp.string() + " to " + path.string());
-  }
+  if (!dir.empty() && !fs::is_directory(dir, error) && !fs::create_directories(dir, error) && error)
+    throw std::runtime_error("cannot write " + path.string() + ": cannot create folder " + dir.string() + ": " +
+                             error.message());
+  write_file_safely(path, text);
 }
 
 fs::path write_entry(const fs::path& dir, const Case& c, const json& entry) {

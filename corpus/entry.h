@@ -55,6 +55,8 @@ struct Entry {
 // Reads and validates an entry against the registry. Every problem is a ParseError whose message
 // starts with the file and names the field ("corpus/swiglu/3f9a.json: finding.pair: ...").
 Entry load_entry(const std::filesystem::path& path, const Registry& registry);
+// The same checks on a document already read (merge validates the very document it writes).
+Entry entry_from_json(const nlohmann::json& doc, const std::filesystem::path& path, const Registry& registry);
 
 // Every *.json under `dir`, recursively, sorted; empty when `dir` does not exist.
 std::vector<std::filesystem::path> find_json_files(const std::filesystem::path& dir);
@@ -66,7 +68,8 @@ struct StoredEntry {
   std::string op, signature;
 };
 // Every bitparity-case/1 document under `dir` (files of another format, such as a report written
-// beside the corpus, are ignored). Invalid JSON or a missing op or finding.signature is a
+// beside the corpus, are ignored). Invalid JSON, a missing op or finding.signature, a malformed
+// tensor (corrupt hex, a shape past the limits) or an out-of-range provenance seed is a
 // ParseError naming the file and the field.
 std::vector<StoredEntry> read_stored_entries(const std::filesystem::path& dir);
 
@@ -81,8 +84,9 @@ uint64_t fnv1a64(std::string_view bytes);
 // several pairs, and each pair's finding needs its own entry.
 std::string content_name(const Case& c, const std::string& signature);
 
-// Writes `text` to a temporary file in the destination's folder and renames it over `path`, so a
-// reader (or an interrupted campaign) never sees a partial file. Creates missing folders.
+// Creates missing folders, then write_file_safely (core/safe_file.h): a unique temporary file in
+// the destination's folder, synced and renamed over `path`, so a reader (or an interrupted
+// campaign) never sees a partial file; a link, a folder or a device is never replaced.
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
 // Writes an entry document (make_entry) to <dir>/<op>/<content name>.json; returns the path.

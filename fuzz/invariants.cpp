@@ -1,30 +1,32 @@
 #include "fuzz/invariants.h"
 
+#include <algorithm>
+#include <limits>
 #include <set>
+#include <stdexcept>
 #include <variant>
 
 #include "core/case_json.h"
 #include "core/compare.h"
 #include "core/error.h"
+#include "core/outcome.h"
 
 namespace bitparity::fuzz {
 namespace {
 
 constexpr std::string_view kReferenceKind = "ref";
 
-// One run of one implementation: outputs, a reject class, or an unexpected exception.
+// One run of one implementation: its Outcome, or the message of an exception other than a
+// RejectError (which no implementation may throw).
 struct Run {
-  std::optional<TensorMap> outputs;
-  std::string reject_class;
+  Outcome outcome;
   std::optional<std::string> unexpected;
 };
 
 Run run_once(const Registry& registry, const std::string& impl, const Case& c) {
   Run run;
   try {
-    run.outputs = run_impl(registry, impl, c);
-  } catch (const RejectError& e) {
-    run.reject_class = e.error_class();
+    run.outcome = run_outcome(registry, impl, c);
   } catch (const std::exception& e) {
     run.unexpected = std::string("threw a non-RejectError exception: ") + e.what();
   } catch (...) {
@@ -52,12 +54,14 @@ std::optional<std::string> check_impl(const Registry& registry, const OpInfo& op
   if (first.unexpected) return impl + " " + *first.unexpected;
   const Run second = run_once(registry, impl, c);
   if (second.unexpected) return impl + " (second run) " + *second.unexpected;
-  if (first.outputs.has_value() != second.outputs.has_value() || first.reject_class != second.reject_class)
+  const Outcome& a = first.outcome;
+  const Outcome& b = second.outcome;
+  if (a.rejected() != b.rejected() || a.reject_class != b.reject_class)
     return impl + " rejected on one run and not the other (or with another class)";
-  if (!first.outputs) return std::nullopt;
-  if (std::optional<std::string> names = check_output_names(op, c.direction, *first.outputs))
+  if (a.rejected()) return std::nullopt;
+  if (std::optional<std::string> names = check_output_names(op, c.direction, *a.outputs))
     return impl + " " + *names;
-  const Comparison same = compare_outputs(*first.outputs, *second.outputs, CompareOptions{true});
+  const Comparison same = compare_outputs(*a.outputs, *b.outputs, CompareOptions{true});
   if (same.verdict != Verdict::kIdentical)
     return impl + " is nondeterministic:\n" + format_comparison(same, c.op, "run 1", "run 2");
   return std::nullopt;
@@ -95,6 +99,37 @@ std::optional<std::string> check_parser(const Registry& registry, std::string_vi
     return std::string("case_from_text threw neither ParseError nor RejectError: ") + e.what();
   }
   return std::nullopt;
+}
+
+int64_t max_input_extent(const Case& c) {
+  int64_t largest = 0;
+  for (const auto& [name, t] : c.inputs) {
+    int64_t extent = 1;
+    for (int64_t d : t.shape())
+      if (d > 0 && __builtin_mul_overflow(extent, d, &extent)) return std::numeric_limits<int64_t>::max();
+    largest = std::max(largest, extent);
+  }
+  return largest;
+}
+
+std::optional<std::string> check_user_file(const Registry& registry, std::string_view text) {
+  Case c;
+  try {
+    c = case_from_text(text, registry);
+  } catch (const ParseError&) {
+    return std::nullopt;
+  } catch (const RejectError&) {
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    return std::string("case_from_text threw neither ParseError nor RejectError: ") + e.what();
+  }
+  for (const auto& [name, t] : c.inputs) try {
+      check_shape_limits(t.shape());
+    } catch (const std::invalid_argument& e) {
+      return "the parser accepted input " + name + " past the limits: " + e.what();
+    }
+  if (max_input_extent(c) > kMaxFuzzRunExtent) return std::nullopt;
+  return check_reference_invariants(registry, c);
 }
 
 }  // namespace bitparity::fuzz

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/json_strict.h"
 
 namespace bitparity::reports {
 namespace {
@@ -15,74 +16,6 @@ using nlohmann::json;
 
 // Finding kinds that get their own column in the text table, in the order they are shown.
 const std::vector<std::string> kTableKinds = {"bit_mismatch", "shape_mismatch", "error_mismatch"};
-
-std::string path_of(const std::string& field, const std::string& key) {
-  return field.empty() ? key : field + "." + key;
-}
-
-const json& require(const json& object, const std::string& key, const std::string& field) {
-  if (!object.is_object()) throw ParseError(field, "expected an object, got " + std::string(object.type_name()));
-  auto it = object.find(key);
-  if (it == object.end()) throw ParseError(path_of(field, key), "missing");
-  return *it;
-}
-
-std::string get_string(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  if (!v.is_string()) throw ParseError(path_of(field, key), "expected a string, got " + std::string(v.type_name()));
-  return v.get<std::string>();
-}
-
-int64_t get_int(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  if (!v.is_number_integer())
-    throw ParseError(path_of(field, key), "expected an integer, got " + std::string(v.type_name()));
-  return v.get<int64_t>();
-}
-
-double get_number(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  if (!v.is_number()) throw ParseError(path_of(field, key), "expected a number, got " + std::string(v.type_name()));
-  return v.get<double>();
-}
-
-bool get_bool(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  if (!v.is_boolean())
-    throw ParseError(path_of(field, key), "expected true or false, got " + std::string(v.type_name()));
-  return v.get<bool>();
-}
-
-std::vector<std::string> get_strings(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  const std::string path = path_of(field, key);
-  if (!v.is_array()) throw ParseError(path, "expected an array of strings");
-  std::vector<std::string> out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_string()) throw ParseError(path + "[" + std::to_string(i) + "]", "expected a string");
-    out.push_back(v[i].get<std::string>());
-  }
-  return out;
-}
-
-std::map<std::string, int64_t> get_count_map(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  const std::string path = path_of(field, key);
-  if (!v.is_object()) throw ParseError(path, "expected an object of counts");
-  std::map<std::string, int64_t> out;
-  for (const auto& [name, count] : v.items()) {
-    if (!count.is_number_integer() || count.get<int64_t>() < 0)
-      throw ParseError(path + "." + name, "expected a non-negative integer");
-    out[name] = count.get<int64_t>();
-  }
-  return out;
-}
-
-const json& require_array(const json& object, const std::string& key, const std::string& field) {
-  const json& v = require(object, key, field);
-  if (!v.is_array()) throw ParseError(path_of(field, key), "expected an array");
-  return v;
-}
 
 void add_counts(std::map<std::string, int64_t>& into, const std::map<std::string, int64_t>& from) {
   for (const auto& [name, n] : from) into[name] += n;
@@ -116,12 +49,10 @@ json run_to_json(const RunInfo& run) {
 RunInfo run_from_json(const json& j) {
   const std::string f = "run";
   RunInfo run;
-  const json& seed = require(j, "seed", f);
-  if (!seed.is_number_unsigned()) throw ParseError("run.seed", "expected a non-negative integer");
-  run.seed = seed.get<uint64_t>();
+  run.seed = get_uint64(j, "seed", f);
   run.budget_seconds = get_number(j, "budget_seconds", f);
   run.elapsed_seconds = get_number(j, "elapsed_seconds", f);
-  if (const json& m = require(j, "max_cases", f); !m.is_null()) run.max_cases = get_int(j, "max_cases", f);
+  if (const json& m = require(j, "max_cases", f); !m.is_null()) run.max_cases = get_count(j, "max_cases", f);
   run.shards = get_strings(j, "shards", f);
   run.backends = get_strings(j, "backends", f);
   run.pairs = get_strings(j, "pairs", f);
@@ -162,12 +93,12 @@ PairCounts counts_from_json(const json& j, const std::string& f) {
   c.op = get_string(j, "op", f);
   c.direction = get_string(j, "direction", f);
   std::tie(c.a, c.b) = get_pair(j, f);
-  c.cases = get_int(j, "cases", f);
-  c.agreements = get_int(j, "agreements", f);
+  c.cases = get_count(j, "cases", f);
+  c.agreements = get_count(j, "agreements", f);
   c.skips = get_count_map(j, "skips", f);
   c.mismatches = get_count_map(j, "mismatches", f);
   c.new_findings = get_count_map(j, "new_findings", f);
-  c.known_findings = get_int(j, "known_findings", f);
+  c.known_findings = get_count(j, "known_findings", f);
   return c;
 }
 
