@@ -1,8 +1,9 @@
-#include "cli/campaign.h"
+#include "campaign/campaign.h"
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -13,27 +14,21 @@
 #include <rapidcheck/Random.h>
 
 #include "core/error.h"
+#include "core/outcome.h"
+#include "core/random.h"
+#include "core/safe_file.h"
 #include "corpus/entry.h"
 
-namespace bitparity::cli {
+namespace bitparity::campaign {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using corpus::BackendPair;
 using corpus::DiffResult;
-using corpus::Outcome;
+using corpus::DiffVerdict;
 
-constexpr std::string_view kReferenceKind = "ref";
 constexpr std::string_view kGenerationFailed = "generation_failed";
 constexpr std::string_view kBackendError = "backend_error";
-constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;  // splitmix64's increment
-
-// splitmix64's finalizer: a bijection that spreads nearby inputs (seed, seed+1) far apart.
-uint64_t mix(uint64_t x) {
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 struct Target {
   const OpInfo* op = nullptr;
@@ -106,12 +101,9 @@ void fill_run_info(reports::RunInfo& run, const CampaignOptions& options, const 
   run.pairs.assign(pairs.begin(), pairs.end());
 }
 
-// What one backend did with the current case: a SideResult, or an error that is not a
+// What one backend did with the current case; nullopt when it threw something other than a
 // RejectError (a backend bug), which skips every pair that involves it.
-struct SideOrError {
-  corpus::SideResult side;
-  std::optional<std::string> error;
-};
+using SideOutcome = std::optional<Outcome>;
 
 class Campaign {
  public:
@@ -120,7 +112,10 @@ class Campaign {
         options_(options),
         targets_(make_targets(registry, options)),
         shard_seed_(shard_seed(options.seed, options.shard)) {
-    if (!options.corpus_dir.empty()) known_ = corpus::load_signatures(options.corpus_dir);
+    if (!options.corpus_dir.empty()) {
+      check_output_folder(options.corpus_dir);
+      known_ = corpus::load_signatures(options.corpus_dir);
+    }
     fill_run_info(report_.run, options, targets_);
   }
 
@@ -128,7 +123,7 @@ class Campaign {
     start_ = last_progress_ = Clock::now();
     for (int64_t local = 0;; ++local) {
       const int64_t global = local * options_.shard.count + options_.shard.index;
-      if (interrupted() || elapsed() >= options_.budget_seconds ||
+      if (interrupted() || report_.run.error || elapsed() >= options_.budget_seconds ||
           (options_.max_cases && global >= *options_.max_cases))
         break;
       run_case(local, global);
@@ -154,7 +149,7 @@ class Campaign {
     } catch (const std::exception& e) {
       warn_once("generator of " + target.op->name, e.what());
     }
-    std::map<std::string, SideOrError> sides;
+    std::map<std::string, SideOutcome> sides;
     for (const BackendPair& pair : target.pairs) {
       reports::PairCounts& counts = counts_for(target, pair);
       ++counts.cases;
@@ -162,16 +157,16 @@ class Campaign {
         ++counts.skips[std::string(kGenerationFailed)];
         continue;
       }
-      const SideOrError& a = side(sides, pair.a, *c);
-      const SideOrError& b = side(sides, pair.b, *c);
-      if (a.error || b.error) {
+      const SideOutcome& a = side(sides, pair.a, *c);
+      const SideOutcome& b = side(sides, pair.b, *c);
+      if (!a || !b) {
         ++counts.skips[std::string(kBackendError)];
         continue;
       }
-      const DiffResult r = corpus::classify(*c, pair, a.side, b.side, compare_options());
-      if (r.outcome == Outcome::kAgree) ++counts.agreements;
-      if (r.outcome == Outcome::kSkip) ++counts.skips[r.kind];
-      if (r.outcome == Outcome::kFinding) handle_finding(target, pair, *c, r, global);
+      const DiffResult r = corpus::classify(*c, pair, *a, *b, compare_options());
+      if (r.verdict == DiffVerdict::kAgree) ++counts.agreements;
+      if (r.verdict == DiffVerdict::kSkip) ++counts.skips[r.kind];
+      if (r.verdict == DiffVerdict::kFinding) handle_finding(target, pair, *c, r, global);
     }
   }
 
@@ -182,14 +177,13 @@ class Campaign {
   }
 
   // Each backend runs a case once, however many pairs it is in.
-  const SideOrError& side(std::map<std::string, SideOrError>& sides, const std::string& backend, const Case& c) {
+  const SideOutcome& side(std::map<std::string, SideOutcome>& sides, const std::string& backend, const Case& c) {
     auto it = sides.find(backend);
     if (it != sides.end()) return it->second;
-    SideOrError result;
+    SideOutcome result;
     try {
-      result.side = corpus::run_side(registry_, backend, c);
+      result = run_outcome(registry_, backend, c);
     } catch (const std::exception& e) {
-      result.error = e.what();
       warn_once(backend, e.what());
     }
     return sides.emplace(backend, std::move(result)).first->second;
@@ -224,13 +218,13 @@ class Campaign {
   std::pair<Case, DiffResult> shrink(const OpInfo& op, const BackendPair& pair, const Case& c, const DiffResult& r) {
     const fuzz::StillFails still_fails = [&](const Case& candidate) {
       const DiffResult d = corpus::diff_case(registry_, candidate, pair, compare_options());
-      return d.outcome == Outcome::kFinding && d.kind == r.kind && d.output == r.output;
+      return d.verdict == DiffVerdict::kFinding && d.kind == r.kind && d.output == r.output;
     };
     const fuzz::ShrinkOptions shrink_options{options_.max_shrink_calls, [this] { return interrupted(); }};
     Case smallest = fuzz::shrink_case(op, c, still_fails, shrink_options).smallest;
     DiffResult result = corpus::diff_case(registry_, smallest, pair, compare_options());
     // A backend that does not reproduce its own result (nondeterminism) keeps the original case.
-    if (result.outcome != Outcome::kFinding || result.kind != r.kind || result.output != r.output) return {c, r};
+    if (result.verdict != DiffVerdict::kFinding || result.kind != r.kind || result.output != r.output) return {c, r};
     return {std::move(smallest), std::move(result)};
   }
 
@@ -243,7 +237,15 @@ class Campaign {
     const nlohmann::json entry =
         corpus::make_entry(*target.op, c, pair, r, signature, pins, provenance, options_.strict_nan);
     reports::FindingRecord record;
-    if (!options_.corpus_dir.empty()) record.file = corpus::write_entry(options_.corpus_dir, c, entry).string();
+    if (!options_.corpus_dir.empty()) {
+      try {
+        record.file = corpus::write_entry(options_.corpus_dir, c, entry).string();
+      } catch (const std::exception& e) {
+        // A full disk or a folder gone read-only: stop here, and keep the finding and the summary.
+        report_.run.error = std::string("cannot write the corpus entry: ") + e.what();
+        if (options_.progress) *options_.progress << "error: " << *report_.run.error << "\n";
+      }
+    }
     record.signature = signature;
     record.op = target.op->name;
     record.direction = std::string(direction_name(target.direction));
@@ -265,7 +267,8 @@ class Campaign {
     std::snprintf(line, sizeof line, "campaign %s: %.1fs / %.0fs, %lld cases (%.0f/s), %zu new findings%s\n",
                   options_.shard.name().c_str(), seconds, options_.budget_seconds, static_cast<long long>(cases_),
                   seconds > 0 ? static_cast<double>(cases_) / seconds : 0.0, report_.findings.size(),
-                  final && interrupted() ? " (interrupted)"
+                  final && report_.run.error ? " (stopped by an error)"
+                  : final && interrupted()   ? " (interrupted)"
                   : final                ? " (done)"
                                          : "");
     *options_.progress << line << std::flush;
@@ -301,31 +304,16 @@ Shard parse_shard(const std::string& text) {
 
 uint64_t shard_seed(uint64_t seed, const Shard& shard) {
   if (shard.count == 1) return seed;  // an unsharded run is shard 0/1 with the seed as given
-  return mix(seed ^ mix(kGoldenGamma * static_cast<uint64_t>(shard.index + 1)));
+  return splitmix64_finalize(seed ^ splitmix64_finalize(kSplitmixGamma * static_cast<uint64_t>(shard.index + 1)));
 }
 
 uint64_t case_seed(uint64_t shard_seed, int64_t local_index) {
-  return mix(shard_seed + kGoldenGamma * static_cast<uint64_t>(local_index + 1));
+  return splitmix64_finalize(shard_seed + kSplitmixGamma * static_cast<uint64_t>(local_index + 1));
 }
 
 std::vector<BackendPair> default_pairs(const Registry& registry, const OpInfo& op) {
-  const std::vector<std::string> impls = registry.impls_of(op.name);
-  std::vector<BackendPair> pairs;
-  for (const std::string& impl : impls) {
-    const auto [kind, contract] = split_backend_name(impl);
-    if (kind == kReferenceKind) continue;
-    const BackendKind* backend = registry.backend(kind);
-    if (backend->unavailable_reason && backend->unavailable_reason()) continue;
-    const std::string reference = std::string(kReferenceKind) + ":" + contract;
-    if (registry.impl(op.name, reference)) pairs.push_back({impl, reference});
-  }
-  if (!pairs.empty()) return pairs;
-  std::vector<std::string> refs;
-  for (const std::string& impl : impls)
-    if (kind_of(impl) == kReferenceKind) refs.push_back(impl);
-  for (size_t i = 0; i < refs.size(); ++i)
-    for (size_t j = i + 1; j < refs.size(); ++j) pairs.push_back({refs[i], refs[j]});
-  return pairs;
+  std::vector<BackendPair> pairs = corpus::twin_pairs(registry, op.name, /*available_only=*/true);
+  return pairs.empty() ? corpus::reference_pairs(registry, op.name) : pairs;
 }
 
 std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
@@ -337,7 +325,23 @@ std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
   return pairs;
 }
 
+void check_options(const CampaignOptions& options) {
+  if (!std::isfinite(options.budget_seconds) || options.budget_seconds < 0)
+    throw std::invalid_argument("budget_seconds: expected a finite number of seconds >= 0, got " +
+                                std::to_string(options.budget_seconds));
+  if (options.max_cases && *options.max_cases < 0)
+    throw std::invalid_argument("max_cases: expected an integer >= 0, got " + std::to_string(*options.max_cases));
+  if (options.max_shrink_calls < 1)
+    throw std::invalid_argument("max_shrink_calls: expected an integer >= 1, got " +
+                                std::to_string(options.max_shrink_calls));
+  const Shard& s = options.shard;
+  if (s.count < 1 || s.count > kMaxShardCount || s.index < 0 || s.index >= s.count)
+    throw std::invalid_argument("shard: expected i/n with 0 <= i < n <= " + std::to_string(kMaxShardCount) +
+                                ", got " + s.name());
+}
+
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options) {
+  check_options(options);
   return Campaign(registry, options).run();
 }
 
@@ -350,4 +354,4 @@ std::string utc_now() {
   return text;
 }
 
-}  // namespace bitparity::cli
+}  // namespace bitparity::campaign

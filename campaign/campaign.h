@@ -1,5 +1,6 @@
-// The campaign: random cases from every op's generator through backend pairs, for a time budget,
-// with minimized new findings written to a corpus and a summary report (design.md, "Campaigns").
+// The campaign engine: random cases from every op's generator through backend pairs, for a time
+// budget, with minimized new findings written to a corpus and a summary report (design.md,
+// "Campaigns"). `bitparity campaign` is a thin command line over it.
 //
 // Reproducibility: case j of a shard is generated from rc::Random(case_seed(shard_seed(seed,
 // shard), j)) at size j / targets % 101 for target j % targets, so (seed, shard, case index) in
@@ -18,7 +19,7 @@
 #include "fuzz/shrink.h"
 #include "reports/report.h"
 
-namespace bitparity::cli {
+namespace bitparity::campaign {
 
 // The generators' size parameter cycles through 0..kMaxGenSize.
 inline constexpr int kMaxGenSize = 100;
@@ -32,7 +33,9 @@ struct Shard {
   int64_t index = 0, count = 1;
   std::string name() const { return std::to_string(index) + "/" + std::to_string(count); }
 };
-// "i/n" with 0 <= i < n; ParseError naming --shard otherwise.
+// The largest shard count: shard indices and counts stay far from int64 overflow.
+inline constexpr int64_t kMaxShardCount = 999'999'999;
+// "i/n" with 0 <= i < n <= kMaxShardCount; ParseError naming --shard otherwise.
 Shard parse_shard(const std::string& text);
 // The seed of a shard: the campaign seed itself for 0/1, a mix of (seed, index) otherwise, so
 // shards draw different cases.
@@ -40,16 +43,16 @@ uint64_t shard_seed(uint64_t seed, const Shard& shard);
 uint64_t case_seed(uint64_t shard_seed, int64_t local_index);
 
 struct CampaignOptions {
-  double budget_seconds = 60;
+  double budget_seconds = 60;              // finite and >= 0
   uint64_t seed = 0;
-  std::optional<int64_t> max_cases;        // bound on the global case index, over all shards
+  std::optional<int64_t> max_cases;        // bound on the global case index, over all shards; >= 0
   std::vector<corpus::BackendPair> pairs;  // empty: default_pairs per op
   std::vector<std::string> ops;            // empty: every op
   std::filesystem::path corpus_dir;        // empty: findings are reported, not written
   Shard shard;
   std::string same_contract_pin = "open";  // or "fixed", when the user asks
   bool strict_nan = false;
-  int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;
+  int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;  // >= 1
   const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: finish the case, then stop
   std::ostream* progress = nullptr;         // one status line every kProgressIntervalSeconds
   // Provenance of entries and reports.
@@ -63,11 +66,19 @@ std::vector<corpus::BackendPair> default_pairs(const Registry& registry, const O
 std::vector<corpus::BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
                                            const std::vector<corpus::BackendPair>& requested);
 
-// Throws std::runtime_error when nothing can run (unknown op, no pair applies, a pair's backend
-// is unavailable) and ParseError when the corpus holds a broken entry.
+// std::invalid_argument naming the option when a number is out of range (a NaN or infinite
+// budget, a negative case bound, no shrink calls, a shard outside 0 <= i < n).
+void check_options(const CampaignOptions& options);
+
+// Checks the options and the corpus folder (it must be a folder, or creatable, that takes new
+// files) before any case runs. Throws std::runtime_error when nothing can run (unknown op, no
+// pair applies, a pair's backend is unavailable, the corpus folder is unusable) and ParseError
+// when the corpus holds a broken entry. A corpus write that fails during the run (a full disk)
+// ends the run early: the report is still returned, with the error (and the system's reason) in
+// run.error.
 reports::Report run_campaign(const Registry& registry, const CampaignOptions& options);
 
 // "2026-05-04T12:00:00Z"
 std::string utc_now();
 
-}  // namespace bitparity::cli
+}  // namespace bitparity::campaign

@@ -1,18 +1,21 @@
 // The campaign on the fake "toy" registry: pairs, shards, deduplication, corpus writing, stop.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <set>
 
 #include <gtest/gtest.h>
 
-#include "cli/campaign.h"
+#include "campaign/campaign.h"
 #include "core/error.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
-#include "corpus/testing/fake_registry.h"
+#include "testing/toy_op.h"
 
-namespace bitparity::cli {
+namespace bitparity::campaign {
 namespace {
 
 namespace fs = std::filesystem;
@@ -72,6 +75,35 @@ TEST(Shard, SeedsAreDerivedFromSeedAndIndex) {
   EXPECT_EQ(shard_seed(7, {3, 8}), shard_seed(7, {3, 8}));
   EXPECT_NE(shard_seed(7, {3, 8}), shard_seed(8, {3, 8}));
   EXPECT_NE(case_seed(1, 0), case_seed(1, 1));
+}
+
+// Case seeds name the provenance of every corpus entry: these values must never change.
+TEST(Shard, SeedsAreTheRecordedOnes) {
+  EXPECT_EQ(shard_seed(7, {3, 8}), 0x88d1e30f51a6f8b7ull);
+  EXPECT_EQ(case_seed(7, 0), 0x63cbe1e459320dd7ull);
+  EXPECT_EQ(case_seed(shard_seed(7, {3, 8}), 41), 0x936d88ea7203d9a3ull);
+}
+
+TEST(Options, OutOfRangeNumbersAreRejectedBeforeAnyWork) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  for (const double budget : {nan, inf, -inf, -1.0}) {
+    CampaignOptions o;
+    o.budget_seconds = budget;
+    EXPECT_THROW(check_options(o), std::invalid_argument) << budget;
+  }
+  CampaignOptions o;
+  EXPECT_NO_THROW(check_options(o));
+  o.max_cases = -1;
+  EXPECT_THROW(check_options(o), std::invalid_argument);
+  o = {};
+  o.max_shrink_calls = 0;
+  EXPECT_THROW(check_options(o), std::invalid_argument);
+  o = {};
+  o.shard = {2, 2};
+  EXPECT_THROW(check_options(o), std::invalid_argument);
+  o.shard = {0, kMaxShardCount + 1};
+  EXPECT_THROW(check_options(o), std::invalid_argument);
+  EXPECT_THROW(parse_shard("0/9999999999"), ParseError);  // past the range: an error, not a wrap
 }
 
 TEST_F(CampaignTest, DefaultPairsPreferTheDeviceBackend) {
@@ -195,5 +227,29 @@ TEST_F(CampaignTest, UnusablePairsAreErrors) {
   EXPECT_THROW(run_campaign(registry, o), std::runtime_error);
 }
 
+TEST_F(CampaignTest, AnUnusableCorpusFolderIsAnErrorBeforeAnyCase) {
+  const fs::path dir = fresh_dir("unusable");
+  fs::create_directories(dir);
+  std::ofstream(dir / "file") << "x";
+  EXPECT_THROW(run_campaign(registry, options(dir / "file")), std::runtime_error);
+  EXPECT_TRUE(fs::is_regular_file(dir / "file"));
+  fs::remove_all(dir);
+}
+
+TEST_F(CampaignTest, AFailedCorpusWriteStopsTheRunAndKeepsTheSummary) {
+  const fs::path dir = fresh_dir("write_fails");
+  fs::create_directories(dir);
+  std::ofstream(dir / "toy") << "x";  // a file where the op's folder of entries must go
+  const reports::Report report = run_campaign(registry, options(dir));
+  ASSERT_TRUE(report.run.error.has_value());
+  EXPECT_NE(report.run.error->find("cannot write the corpus entry"), std::string::npos) << *report.run.error;
+  EXPECT_NE(report.run.error->find("Not a directory"), std::string::npos) << *report.run.error;  // the reason
+  ASSERT_EQ(report.findings.size(), 1u);  // the finding whose write failed is still reported
+  EXPECT_TRUE(report.findings[0].file.empty());
+  EXPECT_LT(total_cases(report), kCases);
+  EXPECT_GT(total_cases(report), 0);
+  fs::remove_all(dir);
+}
+
 }  // namespace
-}  // namespace bitparity::cli
+}  // namespace bitparity::campaign

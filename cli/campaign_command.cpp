@@ -1,16 +1,26 @@
-// `bitparity campaign`: the nightly job (see campaign.h).
+// `bitparity campaign`: the nightly job, a command line over the campaign engine
+// (campaign/campaign.h).
 #include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <iostream>
+#include <limits>
 #include <memory>
 
-#include "cli/campaign.h"
+#include "campaign/campaign.h"
 #include "cli/commands.h"
+#include "cli/numbers.h"
 #include "cli/util.h"
+#include "core/safe_file.h"
+#include "corpus/replay.h"
 
 namespace bitparity::cli {
 namespace {
+
+using campaign::CampaignOptions;
+
+// The longest budget a campaign accepts (about 30 years): past it a number is a typo.
+constexpr double kMaxBudgetSeconds = 1e9;
 
 // Set by SIGINT/SIGTERM; the campaign finishes its case, writes its summary and returns.
 std::atomic<bool> g_stop{false};
@@ -40,29 +50,29 @@ class StopOnSignals {
   void (*previous_term_)(int) = SIG_DFL;
 };
 
+// Numbers stay text until options_from parses them strictly (cli/numbers.h).
 struct CampaignFlags {
-  double budget_seconds = 60;
-  uint64_t seed = 0;
+  std::string budget_seconds = "60", seed = "0", max_cases,
+              max_shrink_calls = std::to_string(fuzz::kDefaultMaxShrinkCalls);
   std::vector<std::string> pairs;
   std::vector<std::string> ops;
   std::string corpus_dir, report_file, junit_file, shard = "0/1", same_contract_pin = "open";
-  int64_t max_cases = -1;
-  int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;
   bool strict_nan = false, quiet = false;
 };
 
 CampaignOptions options_from(const Registry& registry, const CampaignFlags& flags) {
   CampaignOptions o;
-  o.budget_seconds = flags.budget_seconds;
-  o.seed = flags.seed;
-  if (flags.max_cases >= 0) o.max_cases = flags.max_cases;
+  o.budget_seconds = parse_number(flags.budget_seconds, "--budget-seconds", 0, kMaxBudgetSeconds);
+  o.seed = parse_unsigned(flags.seed, "--seed");
+  if (!flags.max_cases.empty()) o.max_cases = parse_integer(flags.max_cases, "--max-cases");
+  o.max_shrink_calls = static_cast<int>(
+      parse_integer(flags.max_shrink_calls, "--max-shrink-calls", 1, std::numeric_limits<int>::max()));
   for (const std::string& p : flags.pairs) o.pairs.push_back(corpus::parse_pair(p, "--pair"));
   o.ops = flags.ops;
   o.corpus_dir = flags.corpus_dir;
-  o.shard = parse_shard(flags.shard);
+  o.shard = campaign::parse_shard(flags.shard);
   o.same_contract_pin = flags.same_contract_pin;
   o.strict_nan = flags.strict_nan;
-  o.max_shrink_calls = flags.max_shrink_calls;
   o.stop = &g_stop;
   o.progress = flags.quiet ? nullptr : &std::cerr;
   o.commit = current_commit();
@@ -79,19 +89,31 @@ void print_findings(const reports::Report& report) {
   std::stable_partition(ordered.begin(), ordered.end(), [](const auto* f) { return reports::is_failure(*f); });
   for (size_t i = 0; i < ordered.size() && i < kMaxFindingsListed; ++i)
     std::cout << "new " << ordered[i]->pins << " finding: " << ordered[i]->signature << "\n"
-              << (ordered[i]->file.empty() ? "" : "  To reproduce: bitparity replay " + ordered[i]->file + "\n");
+              << (ordered[i]->file.empty() ? "" : "  " + corpus::reproduce_line(ordered[i]->file) + "\n");
   if (ordered.size() > kMaxFindingsListed)
     std::cout << "... and " << ordered.size() - kMaxFindingsListed << " more new findings (see --report)\n";
 }
 
+// Every output path is checked before the first case runs: a report path that is a folder must not
+// cost a night's campaign (the corpus folder is checked by the engine).
+void check_outputs(const CampaignFlags& flags) {
+  for (const std::string& file : {flags.report_file, flags.junit_file})
+    if (!file.empty()) check_output_file(file, /*create_folders=*/true);
+}
+
 int campaign(const Registry& registry, const CampaignFlags& flags) {
   const CampaignOptions options = options_from(registry, flags);
+  check_outputs(flags);
   StopOnSignals stop_on_signals;
-  const reports::Report report = run_campaign(registry, options);
+  const reports::Report report = campaign::run_campaign(registry, options);
   print_findings(report);
   std::cout << reports::text_table(report);  // last, where a long run's output ends
   if (!flags.report_file.empty()) write_output(flags.report_file, reports::report_to_json(report).dump(2) + "\n");
   if (!flags.junit_file.empty()) write_output(flags.junit_file, reports::junit_xml(report));
+  if (report.run.error) {
+    std::cerr << "error: the campaign stopped early: " << *report.run.error << "\n";
+    return kExitError;
+  }
   if (report.run.interrupted) return kExitInterrupted;
   for (const reports::FindingRecord& f : report.findings)
     if (reports::is_failure(f)) return kExitDifferent;
@@ -108,13 +130,12 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       "budget; shrink each new finding, write it to the corpus (named by content hash, deduplicated by "
       "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, "
       "else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
-      "summary. Exit 0; 1 when a new same-contract finding (a bug) was written; 130 when interrupted "
-      "(after writing the corpus and the summary).");
-  app->add_option("--budget-seconds", f->budget_seconds, "wall-clock budget in seconds")
-      ->check(CLI::NonNegativeNumber)
+      "summary. Every output path is checked before the first case. Exit 0; 1 when a new same-contract "
+      "finding (a bug) was written; 2 on an error (a corpus write that failed still writes the summary); 130 "
+      "when interrupted (after writing the corpus and the summary).");
+  app->add_option("--budget-seconds", f->budget_seconds, "wall-clock budget in seconds, finite, >= 0")
       ->capture_default_str();
-  // CLI11 would wrap "-3" into a huge unsigned seed; a typo must be an error instead.
-  app->add_option("--seed", f->seed, "seed of the case stream")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app->add_option("--seed", f->seed, "seed of the case stream, 0 .. 2^64-1")->capture_default_str();
   app->add_option("--pair", f->pairs, "A,B backend pair; repeat for several (default: see above)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
   app->add_option("--corpus", f->corpus_dir,
@@ -123,10 +144,8 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
   app->add_option("--report", f->report_file, "write the bitparity-report/1 JSON summary here");
   app->add_option("--junit", f->junit_file, "write JUnit XML here (one testcase per op x pair)");
   app->add_option("--shard", f->shard, "run shard i of n (i/n): its own seed, every n-th case")->capture_default_str();
-  app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards)")
-      ->check(CLI::NonNegativeNumber);
-  app->add_option("--max-shrink-calls", f->max_shrink_calls, "predicate calls per shrink")
-      ->check(CLI::PositiveNumber)
+  app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards), >= 0");
+  app->add_option("--max-shrink-calls", f->max_shrink_calls, "predicate calls per shrink, >= 1")
       ->capture_default_str();
   app->add_option("--same-contract-pin", f->same_contract_pin,
                   "pin of new same-contract findings: open (reported) or fixed (replay fails until fixed)")
@@ -137,7 +156,7 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
   app->footer(
       "Examples:\n"
       "  bitparity campaign --budget-seconds 600 --seed 1 --corpus corpus --report report.json --junit junit.xml\n"
-      "  bitparity campaign --pair ref:megatron_eager,ref:paddle_fused --ops swiglu_scale --max-cases 10000\n"
+      "  bitparity campaign --pair ref:C1,ref:C2 --ops OP --max-cases 10000   (names: bitparity list)\n"
       "  bitparity campaign --shard 3/8 --seed 7 --corpus shard3/corpus --report shard3/report.json");
   return {app, [&registry, f] { return campaign(registry, *f); }};
 }

@@ -9,7 +9,7 @@
 #include "cli/app.h"
 #include "core/case_json.h"
 #include "corpus/entry.h"
-#include "corpus/testing/fake_registry.h"
+#include "testing/toy_op.h"
 #include "reports/report.h"
 
 namespace bitparity::cli {

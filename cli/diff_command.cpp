@@ -34,13 +34,13 @@ int diff(const Registry& registry, const DiffFlags& flags) {
   const corpus::BackendPair pair{flags.a, flags.b};
   const corpus::DiffResult r = corpus::diff_case(registry, c, pair, CompareOptions{flags.strict_nan});
   std::cout << r.message << "\n";
-  switch (r.outcome) {
-    case corpus::Outcome::kAgree:
+  switch (r.verdict) {
+    case corpus::DiffVerdict::kAgree:
       return kExitOk;
-    case corpus::Outcome::kSkip:
+    case corpus::DiffVerdict::kSkip:
       std::cerr << "error: the input is outside what a side models (" << r.kind << "); nothing was compared\n";
       return kExitError;
-    case corpus::Outcome::kFinding:
+    case corpus::DiffVerdict::kFinding:
       if (r.comparison && r.comparison->first_difference() && r.comparison->first_difference()->first)
         print_arbitration(*registry.op(c.op), c, pair, r);
       return kExitDifferent;
@@ -61,7 +61,9 @@ Command add_diff(CLI::App& root, const Registry& registry) {
   app->add_option("A", flags->a, "first backend, KIND:CONTRACT")->required();
   app->add_option("B", flags->b, "second backend, KIND:CONTRACT")->required();
   app->add_flag("--strict-nan", flags->strict_nan, "compare NaN payloads and signs bit for bit");
-  app->footer("Example:\n  bitparity diff --case case.json ref:megatron_eager ref:paddle_fused");
+  app->footer(
+      "Examples:\n  bitparity diff --case case.json cuda:CONTRACT ref:CONTRACT\n"
+      "  bitparity diff --case case.json ref:CONTRACT_A ref:CONTRACT_B   (names: bitparity list)");
   return {app, [&registry, flags] { return diff(registry, *flags); }};
 }
 

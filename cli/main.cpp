@@ -1,5 +1,4 @@
-// The `bitparity` command over the builtin registry (cli/app.h).
+// The `bitparity` command over the harness registry (cli/app.h): every op the build ships.
 #include "cli/app.h"
-#include "ops/builtin.h"
 
-int main(int argc, char** argv) { return bitparity::cli::run_command_line(bitparity::builtin_registry(), argc, argv); }
+int main(int argc, char** argv) { return bitparity::cli::run_command_line(bitparity::harness_registry(), argc, argv); }

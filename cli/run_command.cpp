@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/util.h"
 #include "core/case_json.h"
+#include "core/safe_file.h"
 
 namespace bitparity::cli {
 namespace {
@@ -14,6 +15,7 @@ struct RunFlags {
 };
 
 int run(const Registry& registry, const RunFlags& flags) {
+  if (!flags.out.empty()) check_output_file(flags.out, /*create_folders=*/true);  // before the work
   const Case c = load_case(flags.case_file, registry);
   const TensorMap outputs = run_impl(registry, flags.backend, c);  // RejectError: main prints it, exit 2
   nlohmann::json result = case_to_json(c);
@@ -31,9 +33,9 @@ Command add_run(CLI::App& root, const Registry& registry) {
       "Run one case through one backend and write the case with its \"outputs\" (bitparity-case/1). "
       "A rejected input prints `error (<class>): message` and exits 2.");
   app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON)")->required();
-  app->add_option("--backend", flags->backend, "KIND:CONTRACT, e.g. ref:megatron_eager")->required();
+  app->add_option("--backend", flags->backend, "KIND:CONTRACT (see `bitparity list`)")->required();
   app->add_option("--out", flags->out, "result file (default: stdout); written atomically");
-  app->footer("Example:\n  bitparity run --case case.json --backend ref:paddle_fused --out result.json");
+  app->footer("Example:\n  bitparity run --case case.json --backend ref:CONTRACT --out result.json");
   return {app, [&registry, flags] { return run(registry, *flags); }};
 }
 

@@ -5,9 +5,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "core/case_json.h"
 #include "core/error.h"
@@ -39,22 +37,7 @@ std::string first_line_of(const std::string& command) {
 
 }  // namespace
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path.string() + " (does it exist?)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-Case load_case(const std::filesystem::path& path, const Registry& registry) {
-  const std::string text = read_file(path);
-  try {
-    return case_from_text(text, registry);
-  } catch (const ParseError& e) {
-    throw ParseError("", path.string() + ": " + e.what());
-  }
-}
+Case load_case(const std::filesystem::path& path, const Registry& registry) { return case_from_file(path, registry); }
 
 void write_output(const std::filesystem::path& path, const std::string& text) {
   if (path.empty()) {

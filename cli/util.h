@@ -10,9 +10,8 @@
 
 namespace bitparity::cli {
 
-// The whole file; std::runtime_error naming it when it cannot be read.
-std::string read_file(const std::filesystem::path& path);
-// A case file, validated against the registry; ParseError messages start with the path.
+// A case file (read within the document limits), validated against the registry; ParseError
+// messages start with the path and give the reason: "case.json: is a folder", "Permission denied".
 Case load_case(const std::filesystem::path& path, const Registry& registry);
 // Writes `text` to `path` atomically, or to stdout when `path` is empty.
 void write_output(const std::filesystem::path& path, const std::string& text);

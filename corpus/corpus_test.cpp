@@ -1,5 +1,5 @@
 // Classification, entries, atomic writes and replay semantics, on the fake "toy" registry whose
-// contracts differ on known inputs (corpus/testing/fake_registry.h).
+// contracts differ on known inputs (testing/toy_op.h).
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
-#include "corpus/testing/fake_registry.h"
+#include "testing/toy_op.h"
 
 namespace bitparity::corpus {
 namespace {
@@ -54,12 +54,12 @@ class CorpusTest : public ::testing::Test {
 
 TEST_F(CorpusTest, ClassifiesEveryKindOfOutcome) {
   DiffResult r = diff_case(registry, with_three, kExactVsSloppy);
-  EXPECT_EQ(r.outcome, Outcome::kFinding);
+  EXPECT_EQ(r.verdict, DiffVerdict::kFinding);
   EXPECT_EQ(r.kind, kBitMismatch);
   EXPECT_EQ(r.output, "y");
   EXPECT_NE(r.message.find("First mismatch at y[0, 0]"), std::string::npos) << r.message;
 
-  EXPECT_EQ(diff_case(registry, without_three, kExactVsSloppy).outcome, Outcome::kAgree);
+  EXPECT_EQ(diff_case(registry, without_three, kExactVsSloppy).verdict, DiffVerdict::kAgree);
 
   r = diff_case(registry, toy_case(0, 3, {}), {"ref:exact", "ref:strict"});
   EXPECT_EQ(r.kind, kErrorMismatch);
@@ -70,12 +70,12 @@ TEST_F(CorpusTest, ClassifiesEveryKindOfOutcome) {
   EXPECT_EQ(r.output, "y");
 
   r = diff_case(registry, toy_case(1, testing::kToyModelledCols + 1, {}), kExactVsSloppy);
-  EXPECT_EQ(r.outcome, Outcome::kSkip);
+  EXPECT_EQ(r.verdict, DiffVerdict::kSkip);
   EXPECT_EQ(r.kind, kUnmodelled);
 
   Case rank3 = without_three;
   rank3.inputs["x"] = Tensor(DType::kBF16, {1, 1, 2});
-  EXPECT_EQ(diff_case(registry, rank3, {"ref:exact", "ref:strict"}).outcome, Outcome::kAgree);  // both "shape"
+  EXPECT_EQ(diff_case(registry, rank3, {"ref:exact", "ref:strict"}).verdict, DiffVerdict::kAgree);  // both "shape"
 }
 
 TEST_F(CorpusTest, SignatureIgnoresPairOrderButNotClasses) {

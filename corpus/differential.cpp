@@ -18,14 +18,14 @@ std::string hex_bits(DType dtype, uint64_t bits) {
   return "0x" + s;
 }
 
-std::string describe_side(const std::string& name, const SideResult& side) {
+std::string describe_side(const std::string& name, const Outcome& side) {
   if (!side.rejected()) return name + " returned outputs";
-  return name + " rejected (" + side.reject_class + "): " + side.reject_message;
+  return name + " rejected (" + side.reject_class + "): " + side.message;
 }
 
-DiffResult error_mismatch(const Case& c, const BackendPair& pair, const SideResult& a, const SideResult& b) {
+DiffResult error_mismatch(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b) {
   DiffResult r;
-  r.outcome = Outcome::kFinding;
+  r.verdict = DiffVerdict::kFinding;
   r.kind = kErrorMismatch;
   // Which side refuses, and why, separates distinct findings (a dtype one side lacks, a hidden size
   // one side rejects): "rejects:-/shape" is A computing while B rejects with class "shape".
@@ -47,35 +47,47 @@ bool BackendPair::same_contract() const {
   return contract_a == contract_b;
 }
 
+std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only) {
+  std::vector<BackendPair> pairs;
+  for (const std::string& impl : registry.impls_of(op)) {
+    const auto [kind, contract] = split_backend_name(impl);
+    if (kind == kReferenceKind) continue;
+    const BackendKind* backend = registry.backend(kind);
+    if (available_only && backend && backend->unavailable_reason && backend->unavailable_reason()) continue;
+    const std::string reference = std::string(kReferenceKind) + ":" + contract;
+    if (registry.impl(op, reference)) pairs.push_back({impl, reference});
+  }
+  return pairs;
+}
+
+std::vector<BackendPair> reference_pairs(const Registry& registry, const std::string& op) {
+  std::vector<std::string> refs;
+  for (const std::string& impl : registry.impls_of(op))
+    if (split_backend_name(impl).first == kReferenceKind) refs.push_back(impl);
+  std::vector<BackendPair> pairs;
+  for (size_t i = 0; i < refs.size(); ++i)
+    for (size_t j = i + 1; j < refs.size(); ++j) pairs.push_back({refs[i], refs[j]});
+  return pairs;
+}
+
 BackendPair parse_pair(const std::string& text, const std::string& field) {
   const size_t comma = text.find(',');
   if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos)
     throw ParseError(field,
-                     "expected two backends A,B such as ref:megatron_eager,ref:paddle_fused; got '" + text + "'");
+                     "expected two backends A,B such as ref:C1,ref:C2 (see `bitparity list`); got '" + text + "'");
   BackendPair pair{text.substr(0, comma), text.substr(comma + 1)};
   split_backend_name(pair.a);  // both must read KIND:CONTRACT
   split_backend_name(pair.b);
   return pair;
 }
 
-SideResult run_side(const Registry& registry, const std::string& backend, const Case& c) {
-  SideResult side;
-  try {
-    side.outputs = run_impl(registry, backend, c);
-  } catch (const RejectError& e) {
-    side.reject_class = e.error_class();
-    side.reject_message = e.what();
-  }
-  return side;
-}
-
 std::string case_title(const Case& c) { return c.op + " " + std::string(direction_name(c.direction)); }
 
-DiffResult classify(const Case& c, const BackendPair& pair, const SideResult& a, const SideResult& b,
+DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                     const CompareOptions& options) {
   DiffResult r;
   if ((a.rejected() && a.reject_class == kUnmodelled) || (b.rejected() && b.reject_class == kUnmodelled)) {
-    r.outcome = Outcome::kSkip;
+    r.verdict = DiffVerdict::kSkip;
     r.kind = kUnmodelled;
     r.message = describe_side(pair.a, a) + "\n" + describe_side(pair.b, b);
     return r;
@@ -89,14 +101,14 @@ DiffResult classify(const Case& c, const BackendPair& pair, const SideResult& a,
   r.comparison = compare_outputs(*a.outputs, *b.outputs, options);
   r.message = format_comparison(*r.comparison, case_title(c), pair.a, pair.b);
   if (r.comparison->verdict == Verdict::kIdentical) return r;
-  r.outcome = Outcome::kFinding;
+  r.verdict = DiffVerdict::kFinding;
   r.kind = verdict_name(r.comparison->verdict);
   r.output = r.comparison->first_difference()->name;
   return r;
 }
 
 DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair, const CompareOptions& options) {
-  return classify(c, pair, run_side(registry, pair.a, c), run_side(registry, pair.b, c), options);
+  return classify(c, pair, run_outcome(registry, pair.a, c), run_outcome(registry, pair.b, c), options);
 }
 
 std::string finding_signature(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result) {

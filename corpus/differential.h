@@ -6,10 +6,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/compare.h"
+#include "core/outcome.h"
 #include "core/registry.h"
 
 namespace bitparity::corpus {
@@ -23,28 +25,29 @@ inline constexpr std::string_view kErrorMismatch = "error_mismatch";
 inline constexpr std::string_view kUnmodelled = "unmodelled";
 
 struct BackendPair {
-  std::string a, b;  // "ref:megatron_eager", "cuda:paddle_fused"
+  std::string a, b;  // "kind:contract" names, such as "cuda:C" and "ref:C"
   std::string name() const { return a + " vs " + b; }
   // cuda:C vs ref:C: a difference is a bug in one of them, not a documented divergence.
   bool same_contract() const;
   bool operator==(const BackendPair&) const = default;
 };
+// The backend kind of bitparity's own reference, which every other kind is compared against.
+inline constexpr std::string_view kReferenceKind = "ref";
+
+// kind:C vs ref:C for each implementation of `op` on a kind other than the reference that has a
+// reference twin; with `available_only`, only kinds that can run here.
+std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only);
+// Every pair of the op's reference contracts (contract against contract), each pair once.
+std::vector<BackendPair> reference_pairs(const Registry& registry, const std::string& op);
+
 // "A,B" as the command line writes a pair; ParseError naming `field` when malformed.
 BackendPair parse_pair(const std::string& text, const std::string& field = "pair");
 
-// What one backend did with a case: outputs, or the RejectError it threw.
-struct SideResult {
-  std::optional<TensorMap> outputs;
-  std::string reject_class, reject_message;
-  bool rejected() const { return !outputs; }
-};
-// Runs one side; RejectError becomes a SideResult, anything else propagates.
-SideResult run_side(const Registry& registry, const std::string& backend, const Case& c);
-
-enum class Outcome { kAgree, kSkip, kFinding };
+// What a differential run concluded about a pair on a case.
+enum class DiffVerdict { kAgree, kSkip, kFinding };
 
 struct DiffResult {
-  Outcome outcome = Outcome::kAgree;
+  DiffVerdict verdict = DiffVerdict::kAgree;
   std::string kind;                      // a finding kind, or the skip reason ("unmodelled")
   std::string output;                    // the first differing output; empty for error mismatches
   std::optional<Comparison> comparison;  // when both sides returned outputs
@@ -53,8 +56,9 @@ struct DiffResult {
 
 // Both reject with one class: agreement. Either rejects as unmodelled: skip. One rejects, or they
 // reject differently: error_mismatch. Otherwise compare_outputs decides.
-DiffResult classify(const Case& c, const BackendPair& pair, const SideResult& a, const SideResult& b,
+DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                     const CompareOptions& options = {});
+// Runs both sides (run_outcome) and classifies; errors other than RejectError propagate.
 DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair,
                      const CompareOptions& options = {});
 

@@ -2,27 +2,23 @@
 
 #include <optional>
 
+#include "core/case_json.h"
+#include "core/error.h"
+#include "core/json_strict.h"
+
 namespace bitparity::corpus {
 namespace {
 
-// Why `backend` cannot run `op` here, or nothing when it can.
-std::optional<std::string> unavailable(const Registry& registry, const std::string& op, const std::string& backend) {
-  const std::string kind = split_backend_name(backend).first;
-  const BackendKind* info = registry.backend(kind);
-  if (!info) return "backend kind '" + kind + "' is not built into this binary";
-  if (info->unavailable_reason)
-    if (std::optional<std::string> why = info->unavailable_reason()) return kind + " is unavailable: " + *why;
-  if (!registry.impl(op, backend)) return backend + " does not implement " + op;
-  return std::nullopt;
-}
+namespace fs = std::filesystem;
+using nlohmann::json;
 
 std::string describe(const DiffResult& r) {
-  switch (r.outcome) {
-    case Outcome::kAgree:
+  switch (r.verdict) {
+    case DiffVerdict::kAgree:
       return "the pair agrees";
-    case Outcome::kSkip:
+    case DiffVerdict::kSkip:
       return "skipped (" + r.kind + ")";
-    case Outcome::kFinding:
+    case DiffVerdict::kFinding:
       return r.kind + (r.output.empty() ? "" : " in " + r.output);
   }
   return "?";
@@ -30,7 +26,7 @@ std::string describe(const DiffResult& r) {
 
 // An entry that names no output (a reproducer written by a test) matches its kind in any output.
 bool same_finding(const Entry& entry, const DiffResult& r) {
-  return r.outcome == Outcome::kFinding && r.kind == entry.kind && (entry.output.empty() || r.output == entry.output);
+  return r.verdict == DiffVerdict::kFinding && r.kind == entry.kind && (entry.output.empty() || r.output == entry.output);
 }
 
 ReplayResult judge_divergence(const Entry& entry, const DiffResult& r) {
@@ -42,13 +38,13 @@ ReplayResult judge_divergence(const Entry& entry, const DiffResult& r) {
 }
 
 ReplayResult judge_fixed(const DiffResult& r) {
-  if (r.outcome == Outcome::kAgree) return {ReplayStatus::kPass, "fixed: the pair agrees", r.message};
+  if (r.verdict == DiffVerdict::kAgree) return {ReplayStatus::kPass, "fixed: the pair agrees", r.message};
   return {ReplayStatus::kFail, "pinned as fixed but the pair differs: " + describe(r), r.message};
 }
 
 ReplayResult judge_open(const Entry& entry, const DiffResult& r) {
   if (same_finding(entry, r)) return {ReplayStatus::kPass, "open, still reproduces: " + describe(r), r.message};
-  if (r.outcome == Outcome::kAgree)
+  if (r.verdict == DiffVerdict::kAgree)
     return {ReplayStatus::kPass, "open, no longer reproduces: the pair agrees (pin it \"fixed\")", r.message};
   return {ReplayStatus::kPass, "open, reproduces differently: " + describe(r), r.message};
 }
@@ -63,21 +59,96 @@ std::string_view replay_status_name(ReplayStatus status) {
       return "FAIL";
     case ReplayStatus::kSkip:
       return "SKIP";
+    case ReplayStatus::kError:
+      return "ERROR";
   }
   return "?";
 }
 
+std::optional<std::string> unknown_backend(const Registry& registry, const std::string& op, const std::string& backend) {
+  const auto [kind, contract] = split_backend_name(backend);
+  if (!registry.backend(kind))
+    return "backend kind '" + kind + "' of " + backend + " is unknown to this binary (see `bitparity list`)";
+  const OpInfo* info = registry.op(op);
+  if (!info || !info->has_contract(contract))
+    return "contract '" + contract + "' of " + backend + " is not a contract of " + op + " (see `bitparity list`)";
+  if (!registry.impl(op, backend)) return backend + " does not implement " + op + " (see `bitparity list`)";
+  return std::nullopt;
+}
+
+std::optional<std::string> unavailable_here(const Registry& registry, const std::string& backend) {
+  const std::string kind = split_backend_name(backend).first;
+  const BackendKind* info = registry.backend(kind);
+  if (info && info->unavailable_reason)
+    if (std::optional<std::string> why = info->unavailable_reason()) return kind + " is unavailable here: " + *why;
+  return std::nullopt;
+}
+
 ReplayResult replay_entry(const Registry& registry, const Entry& entry) {
   for (const std::string& backend : {entry.pair.a, entry.pair.b})
-    if (std::optional<std::string> why = unavailable(registry, entry.c.op, backend))
-      return {ReplayStatus::kSkip, *why, ""};
+    if (std::optional<std::string> why = unknown_backend(registry, entry.c.op, backend))
+      return {ReplayStatus::kError, *why, ""};
+  for (const std::string& backend : {entry.pair.a, entry.pair.b})
+    if (std::optional<std::string> why = unavailable_here(registry, backend)) return {ReplayStatus::kSkip, *why, ""};
   const DiffResult r = diff_case(registry, entry.c, entry.pair, CompareOptions{entry.strict_nan});
   // A reference that now calls the input unmodelled no longer tests anything the entry pins.
-  if (r.outcome == Outcome::kSkip && entry.pins != kPinOpen)
+  if (r.verdict == DiffVerdict::kSkip && entry.pins != kPinOpen)
     return {ReplayStatus::kFail, "the input is now " + describe(r) + "; the entry pins nothing", r.message};
   if (entry.pins == kPinDivergence) return judge_divergence(entry, r);
   if (entry.pins == kPinFixed) return judge_fixed(r);
   return judge_open(entry, r);
+}
+
+bool is_case_document(const fs::path& path) {
+  try {
+    const json doc = parse_json_text(read_document(path), path.string());
+    const auto format = doc.is_object() ? doc.find("format") : doc.end();
+    return !doc.is_object() || format == doc.end() || !format->is_string() || format->get<std::string>() == kCaseFormat;
+  } catch (const std::exception&) {
+    return true;  // loading it reports the problem
+  }
+}
+
+ReplayDocument load_replay_document(const fs::path& path, const Registry& registry) {
+  json doc;
+  try {
+    doc = parse_json_text(read_document(path), "the document");
+  } catch (const ParseError& e) {
+    throw ParseError("", path.string() + ": " + e.what());
+  }
+  const auto finding = doc.is_object() ? doc.find("finding") : doc.end();
+  if (finding != doc.end() && finding->is_object() && finding->contains("pair")) {
+    Entry entry = entry_from_json(doc, path, registry);
+    return {path, entry.c, std::move(entry)};
+  }
+  try {
+    return {path, case_from_json(doc, registry), std::nullopt};
+  } catch (const ParseError& e) {
+    throw ParseError("", path.string() + ": " + e.what());
+  }
+}
+
+std::vector<BackendPair> case_pairs(const Registry& registry, const std::string& op) {
+  std::vector<BackendPair> pairs = twin_pairs(registry, op, /*available_only=*/false);
+  for (const BackendPair& p : reference_pairs(registry, op)) pairs.push_back(p);
+  return pairs;
+}
+
+std::vector<PairReplay> replay_case(const Registry& registry, const Case& c, const CompareOptions& options) {
+  std::vector<PairReplay> replays;
+  for (const BackendPair& pair : case_pairs(registry, c.op)) {
+    PairReplay replay{pair, std::nullopt, ""};
+    std::optional<std::string> why = unavailable_here(registry, pair.a);
+    if (!why) why = unavailable_here(registry, pair.b);
+    if (why) {
+      replay.summary = "skipped: " + *why;
+    } else {
+      replay.result = diff_case(registry, c, pair, options);
+      replay.summary = replay.result->verdict == DiffVerdict::kAgree ? "agree" : describe(*replay.result);
+    }
+    replays.push_back(std::move(replay));
+  }
+  return replays;
 }
 
 std::string reproduce_line(const std::filesystem::path& path) {

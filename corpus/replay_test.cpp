@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "corpus/replay.h"
-#include "ops/builtin.h"
+#include "core/registry.h"
 
 #ifndef BITPARITY_CORPUS_DIR
 #error "BITPARITY_CORPUS_DIR must name the corpus folder"
@@ -27,11 +27,11 @@ class ReplayEntry : public ::testing::Test {
   void TestBody() override {
     Entry entry;
     try {
-      entry = load_entry(path_, builtin_registry());
+      entry = load_entry(path_, harness_registry());
     } catch (const std::exception& e) {
       FAIL() << e.what();
     }
-    const ReplayResult r = replay_entry(builtin_registry(), entry);
+    const ReplayResult r = replay_entry(harness_registry(), entry);
     if (r.status == ReplayStatus::kSkip) GTEST_SKIP() << r.summary;
     RecordProperty("entry", path_.string());
     RecordProperty("replay", r.summary);

@@ -43,7 +43,8 @@ json run_to_json(const RunInfo& run) {
           {"date", run.date},
           {"device", run.device},
           {"tool_version", run.tool_version},
-          {"interrupted", run.interrupted}};
+          {"interrupted", run.interrupted},
+          {"error", run.error ? json(*run.error) : json(nullptr)}};
 }
 
 RunInfo run_from_json(const json& j) {
@@ -67,6 +68,8 @@ RunInfo run_from_json(const json& j) {
   run.device = get_string(j, "device", f);
   run.tool_version = get_string(j, "tool_version", f);
   run.interrupted = get_bool(j, "interrupted", f);
+  // Reports written before runs could end in an error have no "error" field.
+  if (auto it = j.find("error"); it != j.end() && !it->is_null()) run.error = get_string(j, "error", f);
   return run;
 }
 
@@ -291,8 +294,11 @@ std::string junit_xml(const Report& report) {
   const std::vector<CaseRow> rows = junit_rows(report);
   size_t failures = 0, skipped = 0;
   for (const CaseRow& row : rows) failures += !row.failures.empty(), skipped += row.failures.empty() && row.skipped();
-  const std::string counts = "tests=\"" + std::to_string(rows.size()) + "\" failures=\"" + std::to_string(failures) +
-                             "\" errors=\"0\" skipped=\"" + std::to_string(skipped) + "\"";
+  // A run that an error ended early (a corpus write that failed) is one more testcase, in error.
+  const size_t errors = report.run.error ? 1 : 0;
+  const std::string counts = "tests=\"" + std::to_string(rows.size() + errors) + "\" failures=\"" +
+                             std::to_string(failures) + "\" errors=\"" + std::to_string(errors) + "\" skipped=\"" +
+                             std::to_string(skipped) + "\"";
   const std::string elapsed = fixed(report.run.elapsed_seconds, 3);
   std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   s += "<testsuites name=\"bitparity\" " + counts + " time=\"" + elapsed + "\">\n";
@@ -310,6 +316,9 @@ std::string junit_xml(const Report& report) {
   s += "    </properties>\n";
   // Per-testcase time is not measured (cases of all pairs interleave); 0 keeps parsers happy.
   for (const CaseRow& row : rows) s += junit_testcase(row, "0");
+  if (report.run.error)
+    s += "    <testcase classname=\"bitparity.campaign\" name=\"run\" time=\"" + elapsed +
+         "\">\n      <error message=\"" + xml_escape(*report.run.error) + "\"/>\n    </testcase>\n";
   return s + "  </testsuite>\n</testsuites>\n";
 }
 
@@ -351,6 +360,7 @@ std::string text_table(const Report& report) {
     for (size_t i = 0; i < row.size(); ++i) line += (i ? "  " : "") + pad(row[i], widths[i], i >= 3);
     s += line + "\n";
   }
+  if (report.run.error) s += "the run stopped early: " + *report.run.error + "\n";
   return s;
 }
 
@@ -359,8 +369,13 @@ Report merge_reports(const std::vector<Report>& reports) {
   if (reports.empty()) return merged;
   merged.run = reports.front().run;
   merged.run.shards.clear();
+  merged.run.error.reset();
   std::set<std::string> signatures;
   for (const Report& r : reports) {
+    if (r.run.error) {
+      const std::string shard = r.run.shards.empty() ? "?" : r.run.shards.front();
+      merged.run.error = (merged.run.error ? *merged.run.error + "; " : "") + "shard " + shard + ": " + *r.run.error;
+    }
     for (const std::string& shard : r.run.shards) merged.run.shards.push_back(shard);
     merged.run.elapsed_seconds = std::max(merged.run.elapsed_seconds, r.run.elapsed_seconds);
     merged.run.interrupted = merged.run.interrupted || r.run.interrupted;

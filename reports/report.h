@@ -33,6 +33,9 @@ struct RunInfo {
   std::vector<ContractNote> contracts;
   std::string commit, date, device, tool_version;
   bool interrupted = false;
+  // Why the run ended early, when an error ended it (a corpus write that failed: "cannot write
+  // ...: No space left on device"); the counts and findings up to then are kept.
+  std::optional<std::string> error;
   bool operator==(const RunInfo&) const = default;
 };
 

@@ -207,5 +207,35 @@ TEST(Merge, SumsCountsAndDeduplicatesFindings) {
   EXPECT_EQ(merged.counts[1].new_findings.at("bit_mismatch"), 1);
 }
 
+// A corpus write that failed ends a run early: every view of the summary says so.
+TEST(RunError, IsKeptInEveryViewAndInMerges) {
+  Report stopped = sample();
+  stopped.run.error = "cannot write the corpus entry: No space left on device";
+  const nlohmann::json j = report_to_json(stopped);
+  EXPECT_EQ(j["run"]["error"], "cannot write the corpus entry: No space left on device");
+  EXPECT_EQ(report_from_json(nlohmann::json::parse(j.dump())), stopped);
+  EXPECT_TRUE(report_to_json(sample())["run"]["error"].is_null());
+  nlohmann::json older = report_to_json(sample());
+  older["run"].erase("error");  // a report from before the field existed
+  EXPECT_EQ(report_from_json(older), sample());
+  older["run"]["error"] = 3;
+  EXPECT_THROW(report_from_json(older), ParseError);
+
+  const std::string xml = junit_xml(stopped);
+  EXPECT_NE(xml.find("errors=\"1\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<error message=\"cannot write the corpus entry: No space left on device\"/>"),
+            std::string::npos)
+      << xml;
+  EXPECT_NE(text_table(stopped).find("the run stopped early: cannot write"), std::string::npos);
+
+  Report other = sample();
+  other.run.shards = {"1/2"};
+  stopped.run.shards = {"0/2"};
+  const Report merged = merge_reports({other, stopped});
+  ASSERT_TRUE(merged.run.error.has_value());
+  EXPECT_EQ(*merged.run.error, "shard 0/2: cannot write the corpus entry: No space left on device");
+  EXPECT_FALSE(merge_reports({other, sample()}).run.error.has_value());
+}
+
 }  // namespace
 }  // namespace bitparity::reports
