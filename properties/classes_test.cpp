@@ -1,6 +1,7 @@
 // The case generators: every generated case is well formed for every implementation (it is
-// rejected with a RejectError or yields exactly the declared outputs, with their shapes and
-// dtypes, and the same bits when run again), and every required edge class is actually generated.
+// rejected with a RejectError or yields exactly the outputs that the op's validate declares for the
+// contract, with their shapes and dtypes, and the same bits when run again), and every edge class
+// the op requires (OpInfo::required_tags) is actually generated.
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -11,16 +12,14 @@
 #include <rapidcheck/gtest.h>
 
 #include "core/error.h"
-#include "core/gen.h"
 #include "properties/harness.h"
-#include "properties/swiglu_model.h"
 
 namespace bitparity::props {
 namespace {
 
 std::set<std::string> declared_outputs(const OpInfo& op, Direction d) {
   std::set<std::string> names;
-  for (const TensorSpec& spec : op.outputs.at(d)) names.insert(spec.name);
+  for (const TensorSpec& spec : op.output_specs(d)) names.insert(spec.name);
   return names;
 }
 
@@ -31,37 +30,51 @@ const std::set<std::string> kRejectClasses = {"shape", "dtype", "attr", "unmodel
 class GeneratedCases : public testing::TestWithParam<Target> {};
 
 // Every implementation either rejects the case with a RejectError of a known class and a message,
-// or returns exactly the declared outputs with the shapes and dtypes of the spec, and does either
-// deterministically. Cases are tagged with their signature classes (shape class, value class);
-// GeneratorCoverage below prints the histogram of every edge-class tag.
+// or returns exactly the outputs that validate declares for its contract, with those shapes and
+// dtypes; the declared outputs are among the op's output specs, every required one included. It
+// does either deterministically. Cases are tagged with their signature classes (shape class,
+// value class); GeneratorCoverage below prints the histogram of every edge-class tag.
 TEST_P(GeneratedCases, EveryImplementationRejectsOrReturnsTheDeclaredOutputs) {
   const Target target = GetParam();
   const OpInfo& op = op_info(target.op);
-  for (const std::string& impl : registry().impls_of(op.name))
+  const std::set<std::string> specs = declared_outputs(op, target.direction);
+  for (const std::string& impl : harness_registry().impls_of(op.name))
     if (const auto why = unavailable(impl)) std::cout << "not checked here: " << impl << ": " << *why << "\n";
   check_property([&] {
     const Case c = *op.generate(target.direction);
     const CaseClasses classes = op.classes(c);
     RC_TAG(classes.shape_class.empty() ? std::string("plain") : classes.shape_class, classes.value_class);
-    for (const std::string& impl : registry().impls_of(op.name)) {
+    for (const std::string& impl : harness_registry().impls_of(op.name)) {
       if (unavailable(impl)) continue;
-      const Outcome outcome = run_outcome(impl, c);
-      if (const auto again = difference(outcome, run_outcome(impl, c), op.name + " " + impl + " run twice"))
+      const Target t{target.op, target.direction, impl};
+      reproduce_with(c, "nondeterminism");
+      const Outcome outcome = run(t, c);
+      if (const auto again = difference(outcome, run(t, c), op.name + " " + impl + " run twice"))
         RC_FAIL("nondeterminism: " + *again);
+      reproduce_with(c, "shape_mismatch");
+      const Metas want = output_metas(t, c);
       if (outcome.rejected()) {
         RC_CLASSIFY(true, impl + " rejects (" + outcome.reject_class + ")");
         RC_ASSERT(kRejectClasses.count(outcome.reject_class) == 1u);
         RC_ASSERT(!outcome.message.empty());
+        // A case that validate refuses is refused with validate's class, before any arithmetic.
+        if (!want.metas) RC_ASSERT(outcome.reject_class == want.reject_class);
         continue;
       }
-      std::set<std::string> names;
+      RC_ASSERT(want.metas.has_value());  // an implementation ran on a case that validate refuses
+      std::set<std::string> names, metas;
       for (const auto& [name, tensor] : *outcome.outputs) names.insert(name);
-      RC_ASSERT(names == declared_outputs(op, target.direction));
-      const std::string contract = split_backend_name(impl).second;
+      for (const auto& [name, meta] : *want.metas) metas.insert(name);
+      RC_ASSERT(names == metas);
+      RC_ASSERT(std::includes(specs.begin(), specs.end(), metas.begin(), metas.end()));
+      for (const TensorSpec& spec : op.output_specs(target.direction))
+        if (!spec.optional) RC_ASSERT(metas.count(spec.name) == 1u);
       for (const auto& [name, tensor] : *outcome.outputs) {
-        const swiglu::OutputSpec want = swiglu::expected_output(c, contract, name);
-        RC_ASSERT(tensor.shape() == want.shape);
-        RC_ASSERT(tensor.dtype() == want.dtype);
+        const TensorMeta& meta = want.metas->at(name);
+        if (tensor.shape() != meta.shape || tensor.dtype() != meta.dtype)
+          RC_FAIL(impl + " output " + name + " is " + std::string(dtype_name(tensor.dtype())) +
+                  shape_string(tensor.shape()) + "; validate declares " + std::string(dtype_name(meta.dtype)) +
+                  shape_string(meta.shape));
       }
     }
   });
@@ -76,32 +89,17 @@ constexpr int kDeepCoverageCases = 3000;  // label slow (BITPARITY_DEEP=1)
 constexpr int kMaxSize = 100;  // RapidCheck sizes 0..100, as a property run uses
 constexpr uint64_t kSeed = 0x5eed'b17'9a21;
 
-// style.md: show that edge classes (zero rows, M < 17, 1-D scale, clamp <= 0, NaN/Inf/-0/
-// subnormal values) are actually generated. Tags are those of OpInfo::classes.
-std::vector<std::string> required_tags(const OpInfo& op, Direction d) {
-  std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=17", "rows=32", "rows=large"};
-  if (op.attr("clamp"))
-    for (const char* cls : {"clamp=none", "clamp=0", "clamp=-0", "clamp=negative", "clamp=tiny", "clamp=normal",
-                            "clamp=+inf", "clamp=nan"})
-      tags.push_back(cls);
-  for (const TensorSpec& input : op.inputs.at(d)) {
-    if (input.optional) continue;
-    for (const char* value : {"nan", "inf", "-0", "subnormal", "bf16_tie"}) tags.push_back(input.name + ":" + value);
-  }
-  // The SwiGLU family's hidden sizes (small, GLM-4.5-Air's 1408, not a multiple of the 16-byte
-  // vector) and scale ranks.
-  static const std::map<std::string, std::vector<std::string>> kOpTags = {
-      {"swiglu", {"F=small", "F=1408", "F%8!=0"}},
-      {"swiglu_scale", {"F=small", "F=1408", "F%8!=0", "scale=1d", "scale=2d"}}};
-  if (auto it = kOpTags.find(op.name); it != kOpTags.end()) tags.insert(tags.end(), it->second.begin(), it->second.end());
-  return tags;
-}
-
 class GeneratorCoverage : public testing::TestWithParam<Target> {};
 
+// style.md: show that edge classes (zero rows, M < 17, 1-D scale, clamp <= 0, NaN/Inf/-0/
+// subnormal values) are actually generated. The op names them (OpInfo::required_tags); the tags
+// are those of OpInfo::classes.
 TEST_P(GeneratorCoverage, EveryRequiredClassOccurs) {
   const Target target = GetParam();
   const OpInfo& op = op_info(target.op);
+  ASSERT_TRUE(op.required_tags) << op.name << " declares no required tags";
+  const std::vector<std::string> required = op.required_tags(target.direction);
+  ASSERT_FALSE(required.empty()) << target.name() << ": no required tags, so no edge class is shown generated";
   const rc::Gen<Case> generator = op.generate(target.direction);
   const int cases = deep_run() ? kDeepCoverageCases : kQuickCoverageCases;
   rc::Random random(kSeed + static_cast<uint64_t>(target.direction));
@@ -112,7 +110,7 @@ TEST_P(GeneratorCoverage, EveryRequiredClassOccurs) {
   }
   std::cout << target.name() << ": class histogram over " << cases << " cases\n";
   for (const auto& [tag, count] : histogram) std::cout << "  " << tag << ": " << count << "\n";
-  for (const std::string& tag : required_tags(op, target.direction))
+  for (const std::string& tag : required)
     EXPECT_TRUE(histogram.count(tag)) << target.name() << ": class " << tag << " never occurs in "
                                       << cases << " generated cases";
 }

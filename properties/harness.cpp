@@ -2,23 +2,29 @@
 
 #include <cctype>
 #include <cstdlib>
-#include <sstream>
+#include <stdexcept>
+
+#include <rapidcheck.h>
 
 #include "core/compare.h"
 #include "core/error.h"
-#include "ops/builtin.h"
+#include "corpus/reproducer.h"
 
 namespace bitparity::props {
 
-const Registry& registry() { return builtin_registry(); }
-
 const OpInfo& op_info(const std::string& op) {
-  const OpInfo* info = registry().op(op);
+  const OpInfo* info = harness_registry().op(op);
   if (!info) throw std::logic_error("op not in the registry: " + op);
   return *info;
 }
 
 std::string Target::contract() const { return impl.empty() ? "" : split_backend_name(impl).second; }
+
+const ContractInfo& Target::contract_info() const {
+  const ContractInfo* info = op_info(op).contract(contract());
+  if (!info) throw std::logic_error(op + " has no contract '" + contract() + "'");
+  return *info;
+}
 
 std::string Target::name() const {
   std::string n = op + "_" + std::string(direction_name(direction));
@@ -34,7 +40,7 @@ void PrintTo(const Target& target, std::ostream* os) {
 
 std::vector<Target> op_directions() {
   std::vector<Target> targets;
-  for (const OpInfo& op : registry().ops())
+  for (const OpInfo& op : harness_registry().ops())
     for (const auto& [direction, inputs] : op.inputs) targets.push_back({op.name, direction, ""});
   return targets;
 }
@@ -42,7 +48,7 @@ std::vector<Target> op_directions() {
 std::vector<Target> op_direction_impls() {
   std::vector<Target> targets;
   for (const Target& t : op_directions())
-    for (const std::string& impl : registry().impls_of(t.op)) targets.push_back({t.op, t.direction, impl});
+    for (const std::string& impl : harness_registry().impls_of(t.op)) targets.push_back({t.op, t.direction, impl});
   return targets;
 }
 
@@ -54,25 +60,22 @@ std::vector<Target> targets_where(const std::function<bool(const Target&)>& keep
 }
 
 std::optional<std::string> unavailable(const std::string& impl) {
-  const BackendKind* backend = registry().backend(split_backend_name(impl).first);
+  const BackendKind* backend = harness_registry().backend(split_backend_name(impl).first);
   if (!backend) return "no backend kind " + impl;
   if (backend->unavailable_reason) return backend->unavailable_reason();
   return std::nullopt;
 }
 
-Outcome run_outcome(const std::string& impl, const Case& c) {
-  try {
-    return {run_impl(registry(), impl, c), "", ""};
-  } catch (const RejectError& e) {
-    return {std::nullopt, e.error_class(), e.what()};
-  }
-}
+Outcome run(const Target& target, const Case& c) { return run_outcome(harness_registry(), target.impl, c); }
 
-std::string describe(const Outcome& outcome) {
-  if (outcome.rejected()) return "rejected (" + outcome.reject_class + "): " + outcome.message;
-  std::ostringstream os;
-  showValue(*outcome.outputs, os);
-  return os.str();
+Metas output_metas(const Target& target, const Case& c) {
+  const OpInfo& op = op_info(target.op);
+  if (!op.validate) throw std::logic_error(op.name + " has no validate");
+  try {
+    return {op.validate(c, target.contract_info()), ""};
+  } catch (const RejectError& e) {
+    return {std::nullopt, e.error_class()};
+  }
 }
 
 std::optional<std::string> difference(const Outcome& a, const Outcome& b, const std::string& title) {
@@ -89,6 +92,16 @@ std::optional<std::string> difference(const Outcome& a, const Outcome& b, const 
 namespace {
 constexpr int kQuickCases = 30;   // per property and registry target, label cpu
 constexpr int kDeepCases = 500;   // the same with BITPARITY_DEEP=1, label slow
+
+// The case the running property named, and that of the last run that failed. RapidCheck shrinks
+// greedily (the first failing candidate is taken), so the last failing run is the counterexample
+// it reports.
+struct Subject {
+  Case c;
+  std::string kind;
+  std::optional<corpus::BackendPair> pair;
+};
+thread_local std::optional<Subject> g_current, g_last_failed;
 }  // namespace
 
 bool deep_run() {
@@ -104,4 +117,31 @@ rc::detail::TestParams property_params() {
 
 bool bit_identical(const Tensor& a, const Tensor& b) { return a == b; }
 
+void reproduce_with(const Case& c, const std::string& kind, const std::optional<corpus::BackendPair>& pair) {
+  g_current = Subject{c, kind, pair};
+}
+
+namespace detail {
+
+void run_recording_failure(const std::function<void()>& property) {
+  g_current.reset();
+  try {
+    property();
+  } catch (const rc::detail::CaseResult& result) {
+    if (result.type == rc::detail::CaseResult::Type::Failure) g_last_failed = g_current;
+    throw;
+  } catch (...) {
+    g_last_failed = g_current;
+    throw;
+  }
+}
+
+std::string last_failure_reproducer(const std::string& message) {
+  std::optional<Subject> failed = std::move(g_last_failed);
+  g_last_failed.reset();
+  if (!failed) return "";
+  return corpus::write_reproducer(failed->c, failed->kind, failed->pair, message) + "\n";
+}
+
+}  // namespace detail
 }  // namespace bitparity::props

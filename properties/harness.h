@@ -1,6 +1,13 @@
 // What every property harness takes from the registry: the (op, direction, implementation)
-// targets to iterate, an implementation's outcome on a case (its outputs or its rejection), bit
-// identity of two outcomes, and a RapidCheck property run as one parameterized GoogleTest.
+// targets to iterate, an op's output metas for a case, bit identity of two outcomes, and a
+// RapidCheck property run as one parameterized GoogleTest that, when it fails, writes its case
+// as a reproducer and prints the command that reruns it.
+//
+// A property program iterates harness_registry() (core/registry.h): the builtin registry in the
+// shipped programs, the toy op's (testing/toy_op.h) in their *_toy twins, built from the same
+// sources. Nothing here or in a generic property names an op, an input, an output or a contract:
+// what a property needs to know about an op it reads from the OpInfo (validate's output metas,
+// required tags, error inputs, TensorSpec traits).
 #pragma once
 
 #include <functional>
@@ -16,13 +23,14 @@
 #include <rapidcheck/gtest.h>
 
 #include "core/case.h"
+#include "core/outcome.h"
 #include "core/registry.h"
+#include "corpus/differential.h"
 #include "properties/show.h"
 
 namespace bitparity::props {
 
-const Registry& registry();  // builtin_registry()
-const OpInfo& op_info(const std::string& op);
+const OpInfo& op_info(const std::string& op);  // of harness_registry(); throws when absent
 
 // One op in one direction, and where a property is about an implementation, which one
 // ("ref:megatron_eager"). Every target the registry has is a test parameter.
@@ -32,6 +40,7 @@ struct Target {
   std::string impl;  // empty for op x direction targets
 
   std::string contract() const;  // "megatron_eager" of "ref:megatron_eager"
+  const ContractInfo& contract_info() const;
   std::string name() const;      // "swiglu_scale_bwd_ref_paddle_fused", a GoogleTest name
 };
 void PrintTo(const Target& target, std::ostream* os);
@@ -45,15 +54,16 @@ inline std::string target_name(const testing::TestParamInfo<Target>& info) { ret
 // Why the implementation's backend cannot run here (no device), or nothing.
 std::optional<std::string> unavailable(const std::string& impl);
 
-// An implementation's result on a case: its outputs, or the RejectError it threw.
-struct Outcome {
-  std::optional<TensorMap> outputs;
-  std::string reject_class;  // "shape", "dtype", "attr", "unmodelled" when rejected
-  std::string message;
-  bool rejected() const { return !outputs.has_value(); }
+// The target's implementation on a case, through run_outcome on harness_registry().
+Outcome run(const Target& target, const Case& c);
+
+// The shape and dtype of every output the target's contract returns for the case (the op's
+// validate), or the RejectError's class when validate refuses the case.
+struct Metas {
+  std::optional<OutputMetas> metas;
+  std::string reject_class;
 };
-Outcome run_outcome(const std::string& impl, const Case& c);
-std::string describe(const Outcome& outcome);  // "rejected (shape): ..." or the outputs in hex
+Metas output_metas(const Target& target, const Case& c);
 
 // Empty when both outcomes are bit-identical (NaN payloads included) or both reject with the
 // same error class; otherwise the PyTorch-style message naming the first difference.
@@ -67,16 +77,30 @@ bool bit_identical(const Tensor& a, const Tensor& b);
 bool deep_run();
 rc::detail::TestParams property_params();
 
+// Names the case the current property run is about: when the run fails, check_property writes
+// it as a reproducer (corpus/reproducer.h) of finding `kind`, with `pair` when two
+// implementations are compared, and prints "To reproduce: bitparity replay FILE".
+void reproduce_with(const Case& c, const std::string& kind, const std::optional<corpus::BackendPair>& pair = {});
+
+namespace detail {
+// Runs `property` once, remembering the case it named (reproduce_with) when it fails.
+void run_recording_failure(const std::function<void()>& property);
+// The reproducer line of the last failing run, or "" when it named no case.
+std::string last_failure_reproducer(const std::string& message);
+}  // namespace detail
+
 // Runs a RapidCheck property inside the current GoogleTest, as RC_GTEST_PROP does, so that a
-// parameterized test checks one property per registry target and still shrinks.
+// parameterized test checks one property per registry target and still shrinks. The property
+// takes no arguments and draws its values with `*gen`.
 template <typename Property>
 void check_property(Property&& property) {
   const auto* test = testing::UnitTest::GetInstance()->current_test_info();
   rc::detail::TestMetadata metadata;
   metadata.id = std::string(test->test_suite_name()) + "/" + test->name();
   metadata.description = test->name();
-  const auto result = rc::detail::checkProperty(rc::detail::toProperty(std::forward<Property>(property)), metadata,
-                                                property_params());
+  const std::function<void()> body = std::forward<Property>(property);
+  const auto result = rc::detail::checkProperty(
+      rc::detail::toProperty([&body] { detail::run_recording_failure(body); }), metadata, property_params());
   if (result.template is<rc::detail::SuccessResult>()) {
     if (!result.template get<rc::detail::SuccessResult>().distribution.empty()) {
       rc::detail::printResultMessage(result, std::cout);
@@ -86,8 +110,10 @@ void check_property(Property&& property) {
     std::ostringstream message;
     rc::detail::printResultMessage(result, message);
     const rc::detail::TestParams params = property_params();
-    FAIL() << message.str() << "\nTo rerun: RC_PARAMS=\"seed=" << params.seed << " max_success=" << params.maxSuccess
-           << "\" <this test binary> --gtest_filter='" << test->test_suite_name() << "." << test->name() << "'";
+    FAIL() << message.str() << "\n"
+           << detail::last_failure_reproducer(message.str()) << "To rerun the property: RC_PARAMS=\"seed="
+           << params.seed << " max_success=" << params.maxSuccess << "\" <this test binary> --gtest_filter='"
+           << test->test_suite_name() << "." << test->name() << "'";
   }
 }
 

@@ -19,14 +19,31 @@ int64_t row_width(const Tensor& t) { return t.dim(0) == 0 ? 0 : t.numel() / t.di
 
 std::vector<std::string> row_inputs(const OpInfo& op, Direction d) {
   std::vector<std::string> names;
-  auto it = op.inputs.find(d);
-  if (it == op.inputs.end()) return names;
-  for (const TensorSpec& spec : it->second)
+  for (const TensorSpec& spec : op.input_specs(d))
     if (spec.rows_first) names.push_back(spec.name);
   return names;
 }
 
 bool is_row_wise(const Target& target) { return !row_inputs(op_info(target.op), target.direction).empty(); }
+
+std::vector<std::string> row_outputs(const Target& target, const Case& c) {
+  std::vector<std::string> names;
+  const Metas metas = output_metas(target, c);
+  if (!metas.metas) return names;
+  const int64_t rows = case_rows(c);
+  for (const TensorSpec& spec : op_info(target.op).output_specs(target.direction)) {
+    auto it = metas.metas->find(spec.name);
+    if (spec.rows_first && it != metas.metas->end() && !it->second.shape.empty() && it->second.shape[0] == rows)
+      names.push_back(spec.name);
+  }
+  return names;
+}
+
+bool row_count_dependent(const Target& target, const std::string& output) {
+  for (const TensorSpec& spec : op_info(target.op).output_specs(target.direction))
+    if (spec.name == output) return spec.row_count_dependent;
+  return false;
+}
 
 int64_t case_rows(const Case& c) {
   int64_t rows = -1;

@@ -16,7 +16,7 @@
 #include "core/dtype.h"
 #include "reference/numerics.h"
 
-namespace bitparity::props {
+namespace bitparity::ops {
 namespace {
 
 // Rule 3, measured on an H200 with torch 2.11 (probe-results.json).
@@ -222,4 +222,4 @@ TEST(UnarySweep, SiluEqualsXTimesSigmoidButNotXTimesBf16Sigmoid) {
 }
 
 }  // namespace
-}  // namespace bitparity::props
+}  // namespace bitparity::ops
