@@ -4,7 +4,7 @@
 // as a reproducer and prints the command that reruns it.
 //
 // A property program iterates harness_registry() (core/registry.h): the builtin registry in the
-// shipped programs, the toy op's (testing/toy_op.h) in their *_toy twins, built from the same
+// shipped programs, the toy op's (testing/toy_op.h) in their toy_* twins, built from the same
 // sources. Nothing here or in a generic property names an op, an input, an output or a contract:
 // what a property needs to know about an op it reads from the OpInfo (validate's output metas,
 // required tags, error inputs, TensorSpec traits).
