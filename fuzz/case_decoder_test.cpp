@@ -82,16 +82,16 @@ TEST_F(DecoderTest, InvariantsCatchMisbehavingReferences) {
     r.add_impl("toy", "ref", "exact", std::move(impl));
     return r;
   };
-  const Registry throws = registry_with([](const Case&) -> TensorMap { throw std::out_of_range("index"); });
+  const Registry throws = registry_with([](const Case&, const ContractInfo&) -> TensorMap { throw std::out_of_range("index"); });
   EXPECT_NE(check_reference_invariants(throws, c), std::nullopt);
 
-  const Registry extra = registry_with([](const Case&) {
+  const Registry extra = registry_with([](const Case&, const ContractInfo&) {
     return TensorMap{{"y", Tensor(DType::kBF16, {1, 2})}, {"z", Tensor(DType::kBF16, {1})}};
   });
   EXPECT_NE(check_reference_invariants(extra, c), std::nullopt);
 
   auto counter = std::make_shared<int>(0);
-  const Registry flaky = registry_with([counter](const Case&) {
+  const Registry flaky = registry_with([counter](const Case&, const ContractInfo&) {
     Tensor y(DType::kBF16, {1, 2});
     y.set_bits(0, static_cast<uint64_t>(++*counter));
     return TensorMap{{"y", y}};

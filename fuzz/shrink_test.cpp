@@ -44,7 +44,7 @@ TEST_F(ShrinkTest, DifferentialFindingShrinksToOneElementWithoutAttributes) {
   const corpus::BackendPair pair{"ref:exact", "ref:sloppy"};
   const StillFails still_fails = [&](const Case& c) {
     const corpus::DiffResult r = corpus::diff_case(registry, c, pair);
-    return r.outcome == corpus::Outcome::kFinding && r.kind == corpus::kBitMismatch && r.output == "y";
+    return r.verdict == corpus::DiffVerdict::kFinding && r.kind == corpus::kBitMismatch && r.output == "y";
   };
   ASSERT_TRUE(still_fails(failing));
 
