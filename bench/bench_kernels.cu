@@ -2,17 +2,11 @@
 
 #include <cuda_runtime.h>
 
+#include "core/random.h"
 #include "gpu/runtime.h"
 
 namespace bitparity::bench {
 namespace {
-
-__device__ uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Bits of an fp32 with exponent in [-6, 6], random sign and mantissa.
 __device__ uint32_t moderate_f32_bits(uint64_t r) {
@@ -22,12 +16,7 @@ __device__ uint32_t moderate_f32_bits(uint64_t r) {
 
 __global__ void fill_bf16_kernel(uint16_t* out, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
-    out[i] = static_cast<uint16_t>(moderate_f32_bits(mix(seed ^ (i * 0x100000001b3ull))) >> 16);
-}
-
-__global__ void fill_f32_kernel(uint32_t* out, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x)
-    out[i] = moderate_f32_bits(mix(seed ^ (i * 0x100000001b3ull)));
+    out[i] = static_cast<uint16_t>(moderate_f32_bits(splitmix64_mix(seed ^ (i * 0x100000001b3ull))) >> 16);
 }
 
 __global__ void empty_kernel() {}
@@ -40,11 +29,6 @@ constexpr unsigned kFillBlocks = 4096;
 void fill_random_bf16(void* data, size_t n, uint64_t seed) {
   fill_bf16_kernel<<<kFillBlocks, kFillThreads>>>(static_cast<uint16_t*>(data), n, seed);
   gpu::check_launch("fill_random_bf16", nullptr);
-}
-
-void fill_random_f32(void* data, size_t n, uint64_t seed) {
-  fill_f32_kernel<<<kFillBlocks, kFillThreads>>>(static_cast<uint32_t*>(data), n, seed);
-  gpu::check_launch("fill_random_f32", nullptr);
 }
 
 void launch_empty_kernel(void* stream) {

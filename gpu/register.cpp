@@ -1,53 +1,46 @@
 #include "gpu/register.h"
 
-#include <vector>
+#include <stdexcept>
 
 #include "gpu/runtime.h"
-#include "gpu/swiglu_ops.h"
+#include "gpu/records.h"
 
 namespace bitparity::gpu {
-namespace {
 
-using ref::swiglu::ClampGate;
-
-struct CudaImpl {
-  const char* op;
-  const char* contract;
-  TensorMap (*run)(const Case&, const CudaOptions&);
-};
-
-const std::vector<CudaImpl>& cuda_impls() {
-  static const std::vector<CudaImpl> impls = {
-      {"swiglu", "megatron_eager",
-       [](const Case& c, const CudaOptions& o) { return swiglu_megatron_cuda(c, ClampGate::kPositive, o); }},
-      {"swiglu", "megatron_unfused",
-       [](const Case& c, const CudaOptions& o) { return swiglu_megatron_cuda(c, ClampGate::kPresent, o); }},
-      {"swiglu_scale", "megatron_eager",
-       [](const Case& c, const CudaOptions& o) { return swiglu_scale_megatron_cuda(c, ClampGate::kPositive, o); }},
-      {"swiglu_scale", "megatron_unfused",
-       [](const Case& c, const CudaOptions& o) { return swiglu_scale_megatron_cuda(c, ClampGate::kPresent, o); }},
-      {"swiglu_scale", "paddle_fused",
-       [](const Case& c, const CudaOptions& o) { return swiglu_scale_paddle_cuda(c, false, o); }},
-      {"swiglu_scale", "paddle_fused_shipped",
-       [](const Case& c, const CudaOptions& o) { return swiglu_scale_paddle_cuda(c, true, o); }},
-  };
-  return impls;
+const std::vector<KernelRecord>& kernel_records() {
+  static const std::vector<KernelRecord> records = [] {
+    std::vector<KernelRecord> all;
+    for (KernelRecord& r : swiglu_family_kernels()) all.push_back(std::move(r));
+    return all;
+  }();
+  return records;
 }
 
-}  // namespace
+const KernelRecord* kernel_record(const std::string& op, const std::string& contract) {
+  for (const KernelRecord& r : kernel_records())
+    if (r.op == op && r.contract == contract) return &r;
+  return nullptr;
+}
+
+Impl kernel_impl_at_ilp(const Registry& registry, const std::string& op, const std::string& contract, int ilp) {
+  const KernelRecord* record = kernel_record(op, contract);
+  const OpInfo* info = registry.op(op);
+  if (!record || !info) return {};
+  return kernel_impl(*record, info->validate, ilp);
+}
 
 void register_cuda(Registry& registry) {
   registry.add_backend({"cuda", "bitparity's CUDA kernels (sm_90)", [] { return unavailable_reason(); }});
-  for (const CudaImpl& impl : cuda_impls())
-    registry.add_impl(impl.op, "cuda", impl.contract,
-                      [run = impl.run](const Case& c) { return run(c, CudaOptions{}); });
-}
-
-Impl cuda_impl_with_ilp(const std::string& op, const std::string& contract, int ilp) {
-  for (const CudaImpl& impl : cuda_impls())
-    if (op == impl.op && contract == impl.contract)
-      return [run = impl.run, ilp](const Case& c) { return run(c, CudaOptions{ilp}); };
-  return {};
+  std::vector<ImplEntry> entries;
+  for (const KernelRecord& record : kernel_records()) {
+    const OpInfo* op = registry.op(record.op);
+    if (!op) throw std::logic_error("a CUDA kernel of op '" + record.op + "', which the registry lacks");
+    if (!op->has_contract(record.contract))
+      throw std::logic_error("a CUDA kernel of " + record.op + " under contract '" + record.contract +
+                             "', which the op lacks");
+    entries.push_back({record.op, record.contract, kernel_impl(record, op->validate)});
+  }
+  registry.add_impls("cuda", entries);
 }
 
 }  // namespace bitparity::gpu

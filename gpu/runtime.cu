@@ -99,6 +99,12 @@ void DeviceBuffer::fill_bytes(int value) {
   if (bytes_ > 0) check_cuda(cudaMemset(ptr_, value, bytes_), "cudaMemset");
 }
 
+void DeviceBuffer::copy_from(const DeviceBuffer& other) {
+  if (other.bytes_ > bytes_) throw std::invalid_argument("DeviceBuffer::copy_from: more bytes than the buffer holds");
+  if (other.bytes_ > 0)
+    check_cuda(cudaMemcpy(ptr_, other.ptr_, other.bytes_, cudaMemcpyDeviceToDevice), "cudaMemcpy on the device");
+}
+
 void synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 }  // namespace bitparity::gpu

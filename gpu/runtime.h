@@ -56,6 +56,7 @@ class DeviceBuffer {
   void upload(const void* host, size_t bytes);     // host -> device, synchronous
   void download(void* host, size_t bytes) const;   // device -> host, synchronous
   void fill_bytes(int value);                      // cudaMemset of the whole buffer
+  void copy_from(const DeviceBuffer& other);       // device -> device, the whole of `other`
 
  private:
   void* ptr_ = nullptr;

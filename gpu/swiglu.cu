@@ -17,7 +17,9 @@
 #include <cuda_runtime.h>
 
 #include "gpu/runtime.h"
-#include "gpu/swiglu_device.cuh"
+#include "gpu/common/dtype_io.cuh"
+#include "gpu/common/launch.cuh"
+#include "gpu/swiglu_elements.cuh"
 
 namespace bitparity::gpu {
 namespace {

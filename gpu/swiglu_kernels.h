@@ -1,17 +1,20 @@
-// Launchers of the SwiGLU-family kernels (gpu/swiglu.cu, gpu/swiglu_scale.cu). No CUDA types
-// here, so that host code compiled by g++ (the registry glue, tests, benchmarks) can call them.
+// Launchers of the SwiGLU-family kernels (gpu/swiglu.cu, gpu/swiglu_scale.cu), which the family's
+// kernel records (gpu/swiglu_records.cpp) bind. No CUDA types here, so that host code compiled by
+// g++ can call them, and nothing of C++20, which nvcc compiles as C++17 here.
 //
 // Every pointer is device memory; tensors are row-major and contiguous. expf is libdevice's
 // __nv_expf, with the fma that nvcc makes of sigmoid's and silu's denominator written out (rule
 // 12). A launcher checks its launch (runtime.h: check_launch) and throws gpu::CudaError on
-// failure; it never validates a case: the host glue (swiglu_ops.cpp) rejects what the reference
-// rejects before launching.
+// failure; it never validates a case: the op's validate (ops/) has rejected what no contract
+// accepts before a record binds a launch. A launcher writes every element of its outputs.
 // Streams are cudaStream_t values passed as void*; nullptr is the default stream.
 #pragma once
 
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "gpu/common/ilp.h"
+#include "gpu/common/row_sum.h"
 
 namespace bitparity::gpu {
 
@@ -28,21 +31,6 @@ struct PaddleClamp {
   bool on = false;
   float cv = 0;
 };
-
-// Rule 7, last-dim row sum: the lane count and whether lanes load 4-element vectors.
-struct RowSumPlan {
-  bool vectorized = false;
-  int lanes = 1;
-};
-// The plan of ATen's Reduce.cuh for a row of `width` fp32 values in a tensor of `rows` rows: the
-// reference's own (reference/numerics.h torch_row_sum_plan), which throws RejectError("unmodelled")
-// for the layouts it does not model. Host code (gpu/swiglu_ops.cpp).
-RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows);
-
-// Work items a thread loads together (or, in the elementwise kernels, the group whose loads are
-// in flight while the previous group is computed): a tuning knob that changes no bit. 0 asks for
-// each kernel's default, the best of 1, 2 and 4 measured on an H200 (bench/NOTES.md).
-inline constexpr int kIlpDefault = 0;
 
 // --- Megatron eager (spec OP-4, OP-5, OP-6), gpu/swiglu.cu -------------------------------------
 
@@ -85,7 +73,7 @@ struct MegatronScaleBackward {
   const void* scale = nullptr;  // [rows]
   const void* g = nullptr;      // [rows, F]
   MegatronClamp clamp;
-  RowSumPlan plan;              // torch_row_sum_plan(F, rows)
+  RowSumPlan plan;              // rule7_row_sum_plan(F, rows)
   void* d_y = nullptr;          // [rows, 2F]
   void* d_scale = nullptr;      // [rows], scale_dtype
   int ilp = 0;  // kIlpDefault: the kernel's own; or 1, 2, 4 work items loaded together (same bits)

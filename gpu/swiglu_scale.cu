@@ -11,32 +11,22 @@
 #include <cuda_runtime.h>
 
 #include "gpu/runtime.h"
-#include "gpu/swiglu_device.cuh"
+#include "gpu/common/dtype_io.cuh"
+#include "gpu/common/launch.cuh"
+#include "gpu/common/packet_ring.cuh"
+#include "gpu/common/row_sum.cuh"
+#include "gpu/swiglu_elements.cuh"
 
 namespace bitparity::gpu {
-
-// --- rule 7 plan (mirrors reference/numerics.cpp torch_row_sum) --------------------------------
-namespace {
-
-constexpr int kReduceMaxThreads = 512;   // ATen Reduce.cuh: threads of one reduction block
-constexpr int kWarpLanes = 32;
-constexpr int kRuleVector = 4;           // elements per vectorized load of the fp32 row
-
-}  // namespace
-
 namespace {
 
 using namespace device;
 
 // --- Megatron weighted backward ------------------------------------------------------------------
 //
-// Rule 7 assigns the row's products to L lanes: in the vectorized plan lane l owns the 4-element
-// groups 4 * (l + L * it), one accumulator per position in the group; otherwise lane l owns the
-// elements l + L * it, accumulator it % 4. Lane values ((acc0 + acc1) + acc2) + acc3 then meet in
-// a halving tree. Here a thread owns V consecutive lanes, V = 2 for 16-bit activations, so that
-// it reads one 16-byte packet (two groups) per iteration; G = L / V threads share a row. Tree
-// strides of at least V are warp shuffles (G <= 32: several rows per block) or shared memory
-// (G > 32, only for row counts under 16: one row per block); stride 1 of V = 2 is in-thread.
+// d_scale is the rule-7 row sum (gpu/common/row_sum.cuh) of the products act(swiglu) * g.to(w).
+// Here a thread owns V consecutive lanes, V = 2 for 16-bit activations, so that it reads one
+// 16-byte packet (two groups) per iteration; G = L / V threads share a row.
 template <class Act>
 inline constexpr int kLanesPerThread = sizeof(typename Act::Storage) == 2 ? 2 : 1;
 
@@ -181,34 +171,8 @@ __global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kB
     }
   }
 
-  float v[V];
-#pragma unroll
-  for (int q = 0; q < V; ++q) v[q] = __fadd_rn(__fadd_rn(__fadd_rn(acc[q][0], acc[q][1]), acc[q][2]), acc[q][3]);
-
-  if (group <= kWarpLanes) {
-    for (int stride = L / 2; stride >= 1; stride /= 2) {
-      if (stride >= V) {
-#pragma unroll
-        for (int q = 0; q < V; ++q) v[q] = __fadd_rn(v[q], __shfl_down_sync(0xffffffffu, v[q], stride / V, group));
-      } else {
-        v[0] = __fadd_rn(v[0], v[1 % V]);  // V == 2, stride 1: the thread's own second lane
-      }
-    }
-  } else {
-#pragma unroll
-    for (int q = 0; q < V; ++q) tree[V * t + q] = v[q];
-    __syncthreads();
-    for (int stride = L / 2; stride >= 1; stride /= 2) {
-#pragma unroll
-      for (int q = 0; q < V; ++q) {
-        const int lane = V * t + q;
-        if (lane < stride) tree[lane] = __fadd_rn(tree[lane], tree[lane + stride]);
-      }
-      __syncthreads();
-    }
-    v[0] = tree[0];
-  }
-  if (live && t == 0) store_scalar(p.d_scale, p.scale_dtype, row, round_dtype(p.scale_dtype, chain(v[0])));
+  const float total = rule7_row_total<V>(acc, L, group, t, tree);
+  if (live && t == 0) store_scalar(p.d_scale, p.scale_dtype, row, round_dtype(p.scale_dtype, chain(total)));
 }
 
 template <class Act, int kIlp>
@@ -441,6 +405,13 @@ struct PaddleBackwardLaunch {
   }
 };
 
+// d_scale of rows of width 0: the empty sum, +0 in every row (all bits zero in bf16, fp16 and fp32).
+void zero_d_scale(void* d_scale, DType scale_dtype, int64_t rows, void* stream, const char* what) {
+  check_cuda(cudaMemsetAsync(d_scale, 0, static_cast<size_t>(rows) * dtype_size(scale_dtype),
+                             static_cast<cudaStream_t>(stream)),
+             what);
+}
+
 void require_packets(DType act, int64_t F, const char* who) {
   const int64_t packet = 16 / dtype_size(act);
   if (F % packet != 0)
@@ -450,7 +421,8 @@ void require_packets(DType act, int64_t F, const char* who) {
 }  // namespace
 
 void launch_megatron_scale_backward(const MegatronScaleBackward& args) {
-  if (args.rows == 0 || args.F == 0) return;
+  if (args.rows == 0) return;
+  if (args.F == 0) return zero_d_scale(args.d_scale, args.scale_dtype, args.rows, args.stream, "swiglu_scale d_scale");
   dispatch_activation<MegatronScaleBackwardLaunch, true>(args, /*default_ilp=*/2);
 }
 
@@ -461,7 +433,8 @@ void launch_paddle_forward(const PaddleForward& args) {
 }
 
 void launch_paddle_backward(const PaddleBackward& args) {
-  if (args.rows == 0 || args.F == 0) return;
+  if (args.rows == 0) return;
+  if (args.F == 0) return zero_d_scale(args.d_scale, args.scale_dtype, args.rows, args.stream, "swiglu_scale d_scale");
   require_packets(args.act, args.F, "paddle_backward");
   dispatch_activation<PaddleBackwardLaunch, false>(args, /*default_ilp=*/1);
 }

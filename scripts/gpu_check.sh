@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the GPU tests (cuda_vs_ref_test, label gpu), compute-sanitizer
-# memcheck and racecheck on that binary, the kernel and launch benchmarks, and a short table last.
+# memcheck and racecheck on that binary, the kernel and launch benchmarks (kernel_bench: every CUDA
+# kernel record on its op's reference inputs), and a short table last. Nothing here names an op:
+# the sanitizers pick the cuda targets of the generic tests by their names' backend kind. Exits
+# non-zero on a failed test, a finding, or a sanitizer error or hazard.
 #
 #   scripts/gpu_check.sh stage   Here, where the build dependencies are (RapidCheck, MPFR, CLI11,
 #                                nlohmann-json): build the two programs and stage them, with the
@@ -30,19 +33,19 @@ JOBS=${JOBS:-$(nproc)}
 
 stage() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
-  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test swiglu_bench || return 1
+  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test kernel_bench || return 1
   rm -rf "$CARRY"
   mkdir -p "$CARRY/lib"
-  cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/swiglu_bench" "$CARRY/"
-  strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/swiglu_bench"
+  cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/kernel_bench" "$CARRY/"
+  strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench"
   # Every shared library but the C and C++ runtimes, which the GPU machine has in newer versions.
-  ldd "$CARRY/cuda_vs_ref_test" "$CARRY/swiglu_bench" | awk '$3 ~ /^\// {print $3}' | sort -u |
+  ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
   echo "staged in $CARRY: $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
 }
 
 run() {
-  if [[ ! -x $CARRY/cuda_vs_ref_test || ! -x $CARRY/swiglu_bench ]]; then
+  if [[ ! -x $CARRY/cuda_vs_ref_test || ! -x $CARRY/kernel_bench ]]; then
     echo "gpu_check: $CARRY is missing; staging here" >&2
     stage || { echo "gpu_check: cannot build here (see above)" >&2; exit 1; }
   fi
@@ -61,33 +64,34 @@ run() {
       "$test" --gtest_output="xml:$logs/tests-$i.xml" >"$logs/tests-$i.log" 2>&1 &
   done
   if [[ ${SKIP_SANITIZER:-0} != 1 ]]; then
-    # memcheck: generated cases of every subject, the PyTorch recordings, and the large shape of
-    # the two reducing backward kernels. racecheck: the kernels with shared memory (the two
-    # reducing backwards: cp.async rings, and Megatron's tree when a row has more than 32 threads).
-    # CudaRuntime.* is left out: it provokes a failing cudaMalloc on purpose.
-    local memcheck_filter='Registry/CudaVsRef.BitIdentical*:CudaVsTorch.*'
-    memcheck_filter+=':Registry/CudaVsRefLarge.*swiglu_scale_bwd_megatron_eager:Registry/CudaVsRefLarge.*swiglu_scale_bwd_paddle_fused'
+    # memcheck: the generated cases and the reference inputs of every cuda target, and the PyTorch
+    # recordings. racecheck: the same cuda targets (the kernels with shared memory, cp.async rings
+    # and shared-memory trees, are the ones it has work on). CudaRuntime.* is left out: it
+    # provokes a failing cudaMalloc on purpose.
+    local cuda_targets='Registry/BackendVsRef.BitIdentical*_cuda_*:Registry/BackendVsRefLarge.*_cuda_*'
     RC_PARAMS="max_success=$MEMCHECK_RC_CASES" compute-sanitizer --tool memcheck --leak-check full \
-      "$test" --gtest_filter="$memcheck_filter" >"$logs/memcheck.log" 2>&1 &
+      "$test" --gtest_filter="$cuda_targets:BackendVsTorch.*" >"$logs/memcheck.log" 2>&1 &
     RC_PARAMS="max_success=$RACECHECK_RC_CASES" compute-sanitizer --tool racecheck --racecheck-report all \
-      "$test" --gtest_filter='Registry/CudaVsRef.BitIdentical*swiglu_scale_bwd_*:Registry/CudaVsRefLarge.*swiglu_scale_bwd_*' >"$logs/racecheck.log" 2>&1 &
+      "$test" --gtest_filter="$cuda_targets" >"$logs/racecheck.log" 2>&1 &
   fi
   wait
   echo "tests and sanitizers: $((SECONDS - t0)) s" >"$logs/timing.txt"
 
   if [[ ${SKIP_BENCH:-0} != 1 ]]; then
     t0=$SECONDS
-    "$CARRY/swiglu_bench" ${BENCH_FILTER:+--benchmark_filter="$BENCH_FILTER"} \
+    "$CARRY/kernel_bench" ${BENCH_FILTER:+--benchmark_filter="$BENCH_FILTER"} \
       --benchmark_out="$RESULTS/bench.json" --benchmark_out_format=json >"$logs/bench.log" 2>&1
     echo "benchmarks: $((SECONDS - t0)) s" >>"$logs/timing.txt"
   fi
 
   summarize | tee "$RESULTS/summary.txt"
+  local status=${PIPESTATUS[0]}
   if [[ -n ${ARCHIVE_TO:-} ]]; then
     cp "$RESULTS/summary.txt" "$ARCHIVE_TO/"
     [[ -f $RESULTS/bench.json ]] && cp "$RESULTS/bench.json" "$ARCHIVE_TO/"
     tar czf "$ARCHIVE_TO/logs.tar.gz" -C "$RESULTS" logs failures
   fi
+  return "$status"
 }
 
 summarize() {
@@ -132,6 +136,14 @@ print(f"findings: {len(findings)}")
 for f in findings:
     print("  " + f[:220])
 
+problems = []
+if failed:
+    problems.append(f"{failed} failed tests")
+if findings:
+    problems.append(f"{len(findings)} findings")
+if xml_count == 0:
+    problems.append("no test results")
+
 def sanitizer(tool, pattern):
     path = os.path.join(logs, tool + ".log")
     if not os.path.exists(path):
@@ -139,6 +151,14 @@ def sanitizer(tool, pattern):
     text = open(path, errors="replace").read()
     lines = re.findall(pattern, text, re.M)
     tests = re.search(r"^\[  (PASSED|FAILED)  \].*$", text, re.M)
+    # "ERROR SUMMARY: 0 errors", "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+    counts = [int(n) for line in lines for n in re.findall(r"(\d+) (?:errors?|hazards?|warnings?)", line)]
+    if not lines:
+        problems.append(f"{tool}: no summary")
+    elif any(counts):
+        problems.append(f"{tool}: errors or hazards")
+    if not tests or tests.group(1) != "PASSED" or re.search(r"^\[  FAILED  \]", text, re.M):
+        problems.append(f"{tool}: tests did not pass")
     return "; ".join(lines[-2:] or ["no summary line (see logs/" + tool + ".log)"]) + (
         " | tests: " + tests.group(0).strip() if tests else "")
 print("compute-sanitizer memcheck: " + sanitizer("memcheck", r"^=+ (?:LEAK|ERROR) SUMMARY.*$"))
@@ -153,30 +173,37 @@ if os.path.exists(bench_path):
         if b.get("error_occurred"):
             errors.append(f"{name}: {b.get('error_message', 'error')}")
             continue
-        m = re.match(r"(.*)/bf16/rows:(\d+)/F:(\d+)/ilp:(\d+)", name)
+        # <op>_<direction>/<contract>/<reference input>/ilp:<n>[/manual_time]
+        m = re.match(r"([^/]+/[^/]+)/(.+?)/ilp:(\d+)(?:/|$)", name)
         if m:
-            key = (m.group(1), int(m.group(2)), int(m.group(3)))
-            rows.setdefault(key, {})[int(m.group(4))] = b
+            key = (m.group(1), m.group(2))
+            rows.setdefault(key, {})[int(m.group(3))] = b
         elif "us_per_launch" in b:
             launch_lines.append(f"{name:46s} {b['us_per_launch']:.2f} us per launch")
         elif name.startswith("launch/"):
             launch_lines.append(f"{name:46s} {b['real_time']:.2f} {b['time_unit']} per launch + sync")
+    # Grouped by kernel, in the order the program ran them.
+    order = {}
+    for kernel, _ in rows:
+        order.setdefault(kernel, len(order))
+    keys = sorted(rows, key=lambda k: order[k[0]])
     print()
-    print(f"{'kernel (bf16, default ilp)':26s} {'rows':>6s} {'F':>5s} {'us':>8s} {'GB/s':>6s} {'copy':>6s} {'%copy':>6s}"
+    print(f"{'kernel (default ilp)':36s} {'reference input':24s} {'us':>8s} {'GB/s':>6s} {'copy':>6s} {'%copy':>6s}"
           f" | {'ilp1':>6s} {'ilp2':>6s} {'ilp4':>6s}  (% of copy)")
     below, best_below = [], []
-    for (kernel, r, f), by_ilp in rows.items():
+    for kernel, shape in keys:
+        by_ilp = rows[(kernel, shape)]
         base = by_ilp.get(0)
         if not base:
             continue
         pct = base["pct_of_copy"]
         others = " ".join(f"{by_ilp[i]['pct_of_copy']:5.1f}%" if i in by_ilp else "     -" for i in (1, 2, 4))
-        print(f"{kernel:26s} {r:6d} {f:5d} {base['real_time']:8.1f} {base['GB/s']:6.0f} {base['copy_GB/s']:6.0f} "
+        print(f"{kernel:36s} {shape:24s} {base['real_time']:8.1f} {base['GB/s']:6.0f} {base['copy_GB/s']:6.0f} "
               f"{pct:5.1f}% | {others}")
         if pct < 80:
-            below.append(f"{kernel} rows {r} F {f}: {pct:.1f}%")
+            below.append(f"{kernel} {shape}: {pct:.1f}%")
         if max(b["pct_of_copy"] for b in by_ilp.values()) < 80:
-            best_below.append(f"{kernel} rows {r} F {f}")
+            best_below.append(f"{kernel} {shape}")
     for line in launch_lines + errors:
         print(line)
     if not any(0 in by_ilp for by_ilp in rows.values()):
@@ -191,13 +218,15 @@ else:
 timing = os.path.join(logs, "timing.txt")
 if os.path.exists(timing):
     print("time: " + "; ".join(l.strip() for l in open(timing)))
+print("verdict: " + ("PASS" if not problems else "FAIL (" + "; ".join(problems) + ")"))
+sys.exit(1 if problems else 0)
 EOF
 }
 
 case ${1:-all} in
   stage) stage ;;
   run) run ;;
-  all) [[ -x $CARRY/cuda_vs_ref_test ]] || stage || exit 1; run ;;
+  all) [[ -x $CARRY/cuda_vs_ref_test && -x $CARRY/kernel_bench ]] || stage || exit 1; run ;;
   summarize) summarize ;;
   *) echo "usage: $0 [stage|run|summarize]" >&2; exit 2 ;;
 esac

@@ -1,16 +1,21 @@
-// Differential tests of the CUDA backend: for every op, direction and contract that has a cuda
-// implementation in the registry, cuda:C computes exactly the bits of ref:C (or both reject the
-// case with the same error class); the kernels are deterministic and their ILP knob changes no
-// bit; the GLM-4.5-Air shape (rows 16384, F 1408) agrees too; and cuda:C reproduces the outputs
-// recorded from eager PyTorch (peers/torch). Without a CUDA device every test skips with the
-// reason. The reference emulates libdevice's expf (spec rule 12), so fp32 outputs are held to
-// exact bits like bf16 ones.
-#include <cmath>
+// Differential tests of every second backend against the reference, generic over the registry
+// that harness_registry() returns: for every op, direction and contract that a backend kind other
+// than "ref" implements, KIND:C computes exactly the bits of ref:C on the op's generated cases and
+// on each of its reference inputs (large realistic shapes), rejects each error input with the
+// class the op names, and is deterministic; a CUDA kernel's ILP knob changes no bit; and the
+// outputs recorded from eager PyTorch (peers/torch/*.jsonl) come out again. A backend kind that
+// cannot run here (no CUDA device) skips with its reason. The reference emulates libdevice's expf
+// (spec rule 12), so fp32 outputs are held to exact bits like bf16 ones.
+//
+// Built twice: cuda_vs_ref_test against the builtin registry (with the CUDA records' ILP knob), and
+// toy_vs_ref_test against the toy op's registry (testing/), whose fake backend carries a planted
+// one-ulp bug that this very source must find.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <functional>
-#include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -22,55 +27,70 @@
 
 #include "core/case_json.h"
 #include "core/compare.h"
-#include "core/error.h"
+#include "core/json_strict.h"
+#include "core/outcome.h"
+#include "core/registry.h"
+#include "corpus/reproducer.h"
+#include "gpu/tests/first_rows.h"
+#if defined(BITPARITY_CUDA_RECORDS)
+#include "gpu/common/ilp.h"
 #include "gpu/register.h"
 #include "gpu/runtime.h"
-#include "gpu/tests/fast_math_check.h"
-#include "ops/builtin.h"
+#endif
 
-namespace bitparity::gpu {
+namespace bitparity {
 namespace {
 
-const Registry& registry() { return builtin_registry(); }
+namespace fs = std::filesystem;
+
+const Registry& registry() { return harness_registry(); }
+
+constexpr const char* kReferenceKind = "ref";
 
 // --- what is under test ----------------------------------------------------------------------
 
-struct Subject {
+struct Target {
   std::string op;
   Direction direction;
-  std::string contract;
-  std::string cuda() const { return "cuda:" + contract; }
-  std::string ref() const { return "ref:" + contract; }
+  std::string kind, contract;
+  std::string backend() const { return kind + ":" + contract; }
+  std::string ref() const { return std::string(kReferenceKind) + ":" + contract; }
   std::string title() const { return op + " " + std::string(direction_name(direction)); }
+  const OpInfo& info() const { return *registry().op(op); }
+  const ContractInfo& contract_info() const { return *info().contract(contract); }
 };
 
-std::vector<Subject> subjects() {
-  std::vector<Subject> out;
+// Every (op, direction, contract, kind) with an implementation of a kind other than "ref" and a
+// reference to hold it against.
+std::vector<Target> targets() {
+  std::vector<Target> out;
   for (const OpInfo& op : registry().ops())
     for (const auto& [direction, inputs] : op.inputs)
       for (const ContractInfo& contract : op.contracts)
-        if (registry().impl(op.name, "cuda:" + contract.name)) out.push_back({op.name, direction, contract.name});
+        for (const BackendKind& kind : registry().backends()) {
+          const std::string backend = kind.name + ":" + contract.name;
+          if (kind.name == kReferenceKind || !registry().impl(op.name, backend)) continue;
+          if (!registry().impl(op.name, std::string(kReferenceKind) + ":" + contract.name)) continue;
+          out.push_back({op.name, direction, kind.name, contract.name});
+        }
   return out;
 }
 
-std::string label(const Subject& s) { return s.op + "_" + std::string(direction_name(s.direction)) + "_" + s.contract; }
-std::string subject_name(const testing::TestParamInfo<Subject>& info) { return label(info.param); }
-void PrintTo(const Subject& s, std::ostream* os) { *os << label(s); }
+std::string label(const Target& t) {
+  return t.op + "_" + std::string(direction_name(t.direction)) + "_" + t.kind + "_" + t.contract;
+}
+void PrintTo(const Target& t, std::ostream* os) { *os << label(t); }
 
-// --- running one side --------------------------------------------------------------------------
+// Why `kind` cannot run here, if it cannot.
+std::optional<std::string> unavailable(const std::string& kind) {
+  const BackendKind* backend = registry().backend(kind);
+  if (!backend) return "no backend kind " + kind;
+  if (!backend->unavailable_reason) return std::nullopt;
+  return backend->unavailable_reason();
+}
 
-struct Outcome {
-  std::optional<TensorMap> outputs;
-  std::string error_class;  // set when the case was rejected
-  std::string message;
-};
-
-Outcome run_side(const std::string& backend_contract, const Case& c) {
-  try {
-    return {run_impl(registry(), backend_contract, c), "", ""};
-  } catch (const RejectError& e) {
-    return {std::nullopt, e.error_class(), e.what()};
-  }
+bool applies_to(const std::vector<std::string>& contracts, const std::string& contract) {
+  return contracts.empty() || std::find(contracts.begin(), contracts.end(), contract) != contracts.end();
 }
 
 bool any_nonzero(const TensorMap& outputs) {
@@ -80,82 +100,93 @@ bool any_nonzero(const TensorMap& outputs) {
   return false;
 }
 
+// "KIND:C rejects (shape: ...), ref:C computes", or empty when both sides did the same thing with
+// the same class; `compared` tells whether both computed.
+std::string rejection_difference(const Target& t, const Outcome& got, const Outcome& ref) {
+  if (got.rejected() && !ref.rejected())
+    return t.backend() + " rejects (" + got.reject_class + ": " + got.message + "), " + t.ref() + " computes";
+  if (!got.rejected() && ref.rejected())
+    return t.ref() + " rejects (" + ref.reject_class + ": " + ref.message + "), " + t.backend() + " computes";
+  if (got.rejected() && got.reject_class != ref.reject_class)
+    return "error classes differ: " + t.ref() + " " + ref.reject_class + " (" + ref.message + "), " + t.backend() + " " +
+           got.reject_class + " (" + got.message + ")";
+  return "";
+}
+
 // The last failing case of a property, which is RapidCheck's shrunk counterexample once the
-// property returns. Only that one is written to a file (shrinking fails many times on the way).
+// property returns. Only that one is written (shrinking fails many times on the way), as a
+// bitparity-case/1 file named by its content hash (corpus/reproducer.h).
 class Counterexample {
  public:
-  explicit Counterexample(std::string label) : label_(std::move(label)) {}
   // Records the failure; the caller then RC_FAILs with the returned message.
-  std::string record(const Case& c, const std::string& message, const std::string& a, const std::string& b) {
+  std::string record(const Case& c, const std::string& kind, std::optional<corpus::BackendPair> pair,
+                     const std::string& message) {
     case_ = c;
-    a_ = a;
-    b_ = b;
+    kind_ = kind;
+    pair_ = std::move(pair);
     message_ = message;
     return message;
   }
-  // After rc::check: the shrunk counterexample's message, the file it was written to, and the
-  // command that replays it.
+  // After rc::check: the shrunk counterexample's message and the command that replays it.
   std::string report() const {
     if (!case_) return "";
-    const std::string text = case_to_json(*case_).dump();
-    char hash[17];
-    std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string>{}(text));
-    const char* dir = std::getenv("BITPARITY_FAILURE_DIR");
-    const std::string path = std::string(dir ? dir : ".") + "/" + label_ + "-" + hash + ".json";
-    std::ofstream(path) << text << "\n";
-    return "[ MISMATCH ] " + label_ + ": " + message_ + "\nTo reproduce: bitparity diff --case " + path + " " + a_ + " " +
-           b_;
+    return "[ MISMATCH ] " + message_ + "\n" + corpus::write_reproducer(*case_, kind_, pair_, message_);
   }
 
  private:
-  std::string label_;
   std::optional<Case> case_;
-  std::string message_, a_, b_;
+  std::string kind_, message_;
+  std::optional<corpus::BackendPair> pair_;
 };
 
-class CudaVsRef : public testing::TestWithParam<Subject> {
+// The command that reruns one GoogleTest test of this program (a reference input is rebuilt from
+// the op's spec, too large for a case file).
+std::string rerun_command() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return std::string("To reproduce: ") + ::testing::internal::GetArgvs().front() + " --gtest_filter='" +
+         info->test_suite_name() + "." + info->name() + "'";
+}
+
+class BackendVsRef : public ::testing::TestWithParam<Target> {
  protected:
   void SetUp() override {
-    if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-    set_checked_launches(true);
+    if (const auto why = unavailable(GetParam().kind)) GTEST_SKIP() << GetParam().kind << ": " << *why;
+#if defined(BITPARITY_CUDA_RECORDS)
+    gpu::set_checked_launches(true);
+#endif
   }
 };
 
-// --- cuda:C == ref:C on generated cases --------------------------------------------------------
+// --- KIND:C == ref:C on generated cases ------------------------------------------------------------
 
-TEST_P(CudaVsRef, BitIdenticalToReference) {
-  const Subject& s = GetParam();
-  const OpInfo& op = *registry().op(s.op);
+TEST_P(BackendVsRef, BitIdenticalToReferenceOnGeneratedCases) {
+  const Target& t = GetParam();
+  const OpInfo& op = t.info();
   int64_t compared = 0, nonzero = 0, rejected = 0;
   std::map<std::string, int64_t> tag_counts;
-  Counterexample counterexample(label(s));
-  auto fail = [&](const Case& c, const std::string& message) {
-    return counterexample.record(c, message, s.cuda(), s.ref());
-  };
-  const bool ok = rc::check(s.title() + " " + s.cuda() + " vs " + s.ref(), [&] {
-    const Case c = *op.generate(s.direction);
+  Counterexample counterexample;
+  const corpus::BackendPair pair{t.backend(), t.ref()};
+  const bool ok = rc::check(t.title() + " " + t.backend() + " vs " + t.ref(), [&] {
+    const Case c = *op.generate(t.direction);
     for (const std::string& tag : op.classes(c).tags) {
       RC_TAG(tag);
       ++tag_counts[tag];
     }
-    const Outcome ref = run_side(s.ref(), c);
-    const Outcome cuda = run_side(s.cuda(), c);
-    if (!ref.outputs || !cuda.outputs) {
-      if (cuda.outputs)
-        RC_FAIL(fail(c, s.ref() + " rejects (" + ref.error_class + ": " + ref.message + "), " + s.cuda() + " computes"));
-      if (ref.outputs)
-        RC_FAIL(fail(c, s.cuda() + " rejects (" + cuda.error_class + ": " + cuda.message + "), " + s.ref() + " computes"));
-      if (ref.error_class != cuda.error_class)
-        RC_FAIL(fail(c, "error classes differ: " + s.ref() + " " + ref.error_class + " (" + ref.message + "), " +
-                            s.cuda() + " " + cuda.error_class + " (" + cuda.message + ")"));
-      RC_TAG("rejected:" + ref.error_class);
+    const Outcome ref = run_outcome(registry(), t.ref(), c);
+    const Outcome got = run_outcome(registry(), t.backend(), c);
+    if (const std::string why = rejection_difference(t, got, ref); !why.empty())
+      RC_FAIL(counterexample.record(c, "error_mismatch", pair, why));
+    if (ref.rejected()) {
+      RC_TAG("rejected:" + ref.reject_class);
       ++rejected;
       return;
     }
     ++compared;
     if (any_nonzero(*ref.outputs)) ++nonzero;
-    const Comparison cmp = compare_outputs(*cuda.outputs, *ref.outputs);
-    if (cmp.verdict != Verdict::kIdentical) RC_FAIL(fail(c, format_comparison(cmp, s.title(), s.cuda(), s.ref())));
+    const Comparison cmp = compare_outputs(*got.outputs, *ref.outputs);
+    if (cmp.verdict != Verdict::kIdentical)
+      RC_FAIL(counterexample.record(c, std::string(verdict_name(cmp.verdict)), pair,
+                                    format_comparison(cmp, t.title(), t.backend(), t.ref())));
   });
   EXPECT_TRUE(ok) << counterexample.report();
   // A run that only compared zeros, or only rejections, proves nothing.
@@ -168,235 +199,225 @@ TEST_P(CudaVsRef, BitIdenticalToReference) {
 
 // --- determinism -------------------------------------------------------------------------------
 
-TEST_P(CudaVsRef, Deterministic) {
-  const Subject& s = GetParam();
-  const OpInfo& op = *registry().op(s.op);
-  Counterexample counterexample(label(s) + "-nondeterministic");
-  const bool ok = rc::check(s.title() + " " + s.cuda() + " twice", [&] {
-    const Case c = *op.generate(s.direction);
-    const Outcome first = run_side(s.cuda(), c);
-    if (!first.outputs) return;
-    const Outcome second = run_side(s.cuda(), c);
-    RC_ASSERT(second.outputs.has_value());
+TEST_P(BackendVsRef, Deterministic) {
+  const Target& t = GetParam();
+  Counterexample counterexample;
+  int64_t computed = 0;
+  const bool ok = rc::check(t.title() + " " + t.backend() + " twice", [&] {
+    const Case c = *t.info().generate(t.direction);
+    const Outcome first = run_outcome(registry(), t.backend(), c);
+    if (first.rejected()) return;
+    ++computed;
+    const Outcome second = run_outcome(registry(), t.backend(), c);
+    RC_ASSERT(!second.rejected());
     const Comparison cmp = compare_outputs(*first.outputs, *second.outputs, {.strict_nan = true});
     if (cmp.verdict != Verdict::kIdentical)
-      RC_FAIL(counterexample.record(c, "nondeterminism: " + format_comparison(cmp, s.title(), "first run", "second run"),
-                                    s.cuda(), s.cuda()));
+      RC_FAIL(counterexample.record(c, "nondeterminism", corpus::BackendPair{t.backend(), t.backend()},
+                                    format_comparison(cmp, t.title(), "first run", "second run")));
   });
   EXPECT_TRUE(ok) << counterexample.report();
+  EXPECT_GT(computed, 0) << "every generated case was rejected";
 }
 
-// --- the ILP tuning knob changes no bit ------------------------------------------------------------
+// --- error inputs: both sides reject with the class the op names ------------------------------------
 
-TEST_P(CudaVsRef, SameBitsAtEveryIlp) {
-  const Subject& s = GetParam();
-  const OpInfo& op = *registry().op(s.op);
-  Counterexample counterexample(label(s) + "-ilp");
-  const bool ok = rc::check(s.title() + " " + s.cuda() + " at ILP 1, 2 and 4 against its default", [&] {
-    const Case c = *op.generate(s.direction);
-    const Outcome base = run_side(s.cuda(), c);
-    if (!base.outputs) return;
-    for (int ilp : {1, 2, 4}) {
-      const TensorMap other = cuda_impl_with_ilp(s.op, s.contract, ilp)(c);
+TEST_P(BackendVsRef, RejectsEveryErrorInputWithItsClass) {
+  const Target& t = GetParam();
+  if (!t.info().error_inputs) GTEST_SKIP() << t.op << " declares no error inputs";
+  int checked = 0;
+  for (const ErrorInput& e : t.info().error_inputs(t.direction)) {
+    if (!applies_to(e.contracts, t.contract)) continue;
+    ++checked;
+    for (const std::string& backend : {t.backend(), t.ref()}) {
+      const Outcome o = run_outcome(registry(), backend, e.c);
+      ASSERT_TRUE(o.rejected()) << e.name << ": " << backend << " computes a case it must reject ("
+                                << e.error_class << ")\n"
+                                << corpus::write_reproducer(e.c, "error_mismatch", std::nullopt,
+                                                            e.name + ": " + backend + " computes");
+      EXPECT_EQ(o.reject_class, e.error_class) << e.name << ": " << backend << ": " << o.message;
+      EXPECT_NE(o.message.find(e.field), std::string::npos)
+          << e.name << ": " << backend << "'s message does not name " << e.field << ": " << o.message;
+    }
+  }
+  RecordProperty("error_inputs", checked);
+}
+
+// --- zero rows: empty outputs of the right shape --------------------------------------------------
+
+TEST_P(BackendVsRef, ZeroRowsGiveTheReferencesEmptyOutputs) {
+  const Target& t = GetParam();
+  std::optional<Case> base;
+  for (const ReferenceInput& input : t.info().reference_inputs(t.direction))
+    if (applies_to(input.contracts, t.contract) && !input.bench_only) {
+      base = input.make();
+      break;
+    }
+  if (!base) GTEST_SKIP() << t.title() << " has no reference input for " << t.contract;
+  const Case c = testing_support::first_rows(t.info(), *base, 0);
+  const Outcome ref = run_outcome(registry(), t.ref(), c);
+  const Outcome got = run_outcome(registry(), t.backend(), c);
+  ASSERT_EQ(rejection_difference(t, got, ref), "");
+  if (ref.rejected()) GTEST_SKIP() << t.contract << " rejects zero rows (" << ref.message << ")";
+  EXPECT_EQ(compare_outputs(*got.outputs, *ref.outputs).verdict, Verdict::kIdentical) << t.title();
+  for (const TensorSpec& spec : t.info().output_specs(t.direction)) {
+    if (!spec.rows_first || !got.outputs->count(spec.name)) continue;
+    EXPECT_EQ(got.outputs->at(spec.name).dim(0), 0) << spec.name;
+  }
+}
+
+#if defined(BITPARITY_CUDA_RECORDS)
+// --- the ILP tuning knob of a CUDA kernel changes no bit ---------------------------------------------
+
+TEST_P(BackendVsRef, SameBitsAtEveryIlp) {
+  const Target& t = GetParam();
+  if (t.kind != "cuda" || !gpu::kernel_record(t.op, t.contract)) GTEST_SKIP() << t.backend() << " has no ILP knob";
+  Counterexample counterexample;
+  const bool ok = rc::check(t.title() + " " + t.backend() + " at ILP 1, 2 and 4 against its default", [&] {
+    const Case c = *t.info().generate(t.direction);
+    const Outcome base = run_outcome(registry(), t.backend(), c);
+    if (base.rejected()) return;
+    for (int ilp : gpu::kIlpChoices) {
+      const TensorMap other = gpu::kernel_impl_at_ilp(registry(), t.op, t.contract, ilp)(c, t.contract_info());
       const Comparison cmp = compare_outputs(other, *base.outputs, {.strict_nan = true});
       if (cmp.verdict != Verdict::kIdentical)
-        RC_FAIL(counterexample.record(
-            c, format_comparison(cmp, s.title(), s.cuda() + "@ilp" + std::to_string(ilp), s.cuda() + "@default"),
-            s.cuda(), s.cuda()));
+        RC_FAIL(counterexample.record(c, "nondeterminism", std::nullopt,
+                                      format_comparison(cmp, t.title(), t.backend() + "@ilp" + std::to_string(ilp),
+                                                        t.backend() + "@default")));
     }
   });
   EXPECT_TRUE(ok) << counterexample.report();
 }
+#endif
 
-INSTANTIATE_TEST_SUITE_P(Registry, CudaVsRef, testing::ValuesIn(subjects()), subject_name);
+std::string target_name(const ::testing::TestParamInfo<Target>& info) { return label(info.param); }
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendVsRef);
+INSTANTIATE_TEST_SUITE_P(Registry, BackendVsRef, ::testing::ValuesIn(targets()), target_name);
 
-// --- the GLM-4.5-Air expert shape ----------------------------------------------------------------
+// --- reference inputs: the op's large realistic shapes ---------------------------------------------------
 
-constexpr int64_t kLargeRows = 16384;
-constexpr int64_t kLargeF = 1408;
-constexpr double kLargeClamp = 7.0;
-constexpr uint64_t kSpecialEvery = 16411;  // one special value (NaN, ±Inf, ±0, subnormal) per this many
+struct LargeTarget {
+  Target target;
+  std::string input;  // a ReferenceInput's name
+};
 
-uint64_t mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// Moderate values (|x| in [2^-6, 2^7), random sign and mantissa) with rare special values.
-Tensor large_tensor(DType dtype, Shape shape, uint64_t seed) {
-  Tensor t(dtype, std::move(shape));
-  const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -3e-39f};
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const uint64_t r = mix(seed * 0x100000001b3ull + static_cast<uint64_t>(i));
-    if (r % kSpecialEvery == 0) {
-      t.set_f32(i, specials[(r >> 20) % std::size(specials)]);
-      continue;
-    }
-    const int exponent = static_cast<int>((r >> 8) % 13) - 6;
-    const float mantissa = 1.0f + static_cast<float>((r >> 24) & 0x7fffff) / static_cast<float>(1 << 23);
-    t.set_f32(i, std::ldexp((r & 1) ? -mantissa : mantissa, exponent));
+std::vector<LargeTarget> large_targets() {
+  std::vector<LargeTarget> out;
+  for (const Target& t : targets()) {
+    if (!t.info().reference_inputs) continue;
+    for (const ReferenceInput& input : t.info().reference_inputs(t.direction))
+      if (applies_to(input.contracts, t.contract) && !input.bench_only) out.push_back({t, input.name});
   }
-  return t;
+  return out;
 }
 
-// One case per subject: bf16 activations, fp32 scale [rows] (the fp64-denominator probs); the
-// clamp path for megatron_unfused and paddle_fused_shipped (whose d_scale then is [rows, 1]).
-Case large_case(const Subject& s, int64_t rows = kLargeRows, int64_t F = kLargeF) {
-  Case c;
-  c.op = s.op;
-  c.direction = s.direction;
-  if (s.contract == "megatron_unfused" || s.contract == "paddle_fused_shipped") c.attrs["clamp"] = kLargeClamp;
-  c.inputs["y"] = large_tensor(DType::kBF16, {rows, 2 * F}, 1);
-  for (const TensorSpec& spec : registry().op(s.op)->inputs.at(s.direction))
-    if (spec.name == "scale") c.inputs["scale"] = large_tensor(DType::kFP32, {rows}, 2);
-  if (s.direction == Direction::kBackward) c.inputs["g"] = large_tensor(DType::kBF16, {rows, F}, 3);
-  return c;
+void PrintTo(const LargeTarget& t, std::ostream* os) { *os << label(t.target) << "_" << t.input; }
+
+class BackendVsRefLarge : public ::testing::TestWithParam<LargeTarget> {
+ protected:
+  void SetUp() override {
+    if (const auto why = unavailable(GetParam().target.kind)) GTEST_SKIP() << GetParam().target.kind << ": " << *why;
+#if defined(BITPARITY_CUDA_RECORDS)
+    gpu::set_checked_launches(true);
+#endif
+  }
+};
+
+TEST_P(BackendVsRefLarge, BitIdenticalAndDeterministic) {
+  const Target& t = GetParam().target;
+  std::optional<Case> made;
+  for (const ReferenceInput& input : t.info().reference_inputs(t.direction))
+    if (input.name == GetParam().input) made = input.make();
+  ASSERT_TRUE(made.has_value()) << "reference input " << GetParam().input << " vanished";
+  const Case& c = *made;
+  const Outcome ref = run_outcome(registry(), t.ref(), c);
+  const Outcome got = run_outcome(registry(), t.backend(), c);
+  ASSERT_FALSE(ref.rejected()) << t.ref() << " rejects a reference input: " << ref.message;
+  ASSERT_FALSE(got.rejected()) << t.backend() << " rejects a reference input: " << got.message;
+  ASSERT_TRUE(any_nonzero(*ref.outputs)) << "a reference input whose outputs are all zero proves nothing";
+  const Comparison cmp = compare_outputs(*got.outputs, *ref.outputs);
+  EXPECT_EQ(cmp.verdict, Verdict::kIdentical) << format_comparison(cmp, t.title(), t.backend(), t.ref()) << "\n"
+                                              << rerun_command();
+  const Outcome again = run_outcome(registry(), t.backend(), c);
+  ASSERT_FALSE(again.rejected());
+  EXPECT_EQ(compare_outputs(*got.outputs, *again.outputs, {.strict_nan = true}).verdict, Verdict::kIdentical)
+      << "nondeterminism on a reference input\n"
+      << rerun_command();
 }
 
-class CudaVsRefLarge : public CudaVsRef {};
-
-TEST_P(CudaVsRefLarge, Rows16384F1408) {
-  const Subject& s = GetParam();
-  const Case c = large_case(s);
-  const Outcome ref = run_side(s.ref(), c);
-  const Outcome cuda = run_side(s.cuda(), c);
-  ASSERT_TRUE(ref.outputs.has_value()) << ref.message;
-  ASSERT_TRUE(cuda.outputs.has_value()) << cuda.message;
-  ASSERT_TRUE(any_nonzero(*ref.outputs));
-  const Comparison cmp = compare_outputs(*cuda.outputs, *ref.outputs);
-  EXPECT_EQ(cmp.verdict, Verdict::kIdentical) << format_comparison(cmp, s.title(), s.cuda(), s.ref());
-  const Outcome again = run_side(s.cuda(), c);
-  EXPECT_EQ(compare_outputs(*cuda.outputs, *again.outputs, {.strict_nan = true}).verdict, Verdict::kIdentical)
-      << "nondeterminism at the large shape";
+std::string large_name(const ::testing::TestParamInfo<LargeTarget>& info) {
+  return label(info.param.target) + "_" + info.param.input;
 }
-
-INSTANTIATE_TEST_SUITE_P(Registry, CudaVsRefLarge, testing::ValuesIn(subjects()), subject_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendVsRefLarge);
+INSTANTIATE_TEST_SUITE_P(Registry, BackendVsRefLarge, ::testing::ValuesIn(large_targets()), large_name);
 
 // --- eager PyTorch's own bits -----------------------------------------------------------------
-// peers/torch/swiglu_family.jsonl holds outputs that eager PyTorch 2.11 computed on an H200
-// (peers/torch/record_swiglu.py). The reference replays them in reference/peer_replay_test.cpp;
-// here cuda:<contract> must reproduce them too, bit for bit, or reject what the reference rejects.
+// peers/torch/*.jsonl hold outputs that eager PyTorch computed on an H200 (each line a case with
+// its outputs and, in its provenance, the contract). The reference replays them in
+// reference/peer_replay_test.cpp; here every available second backend of the contract must
+// reproduce them too, bit for bit, or reject them as the reference does (unmodelled).
 
-std::string source_dir() {
+fs::path source_dir() {
   const char* env = std::getenv("BITPARITY_SOURCE_DIR");  // the GPU machine's checkout lies elsewhere
   return env ? env : BITPARITY_SOURCE_DIR;
 }
 
-TEST(CudaVsTorch, ReproducesRecordedEagerPyTorch) {
-  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-  set_checked_launches(true);
-  const std::string path = source_dir() + "/peers/torch/swiglu_family.jsonl";
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "cannot read " << path << " (set BITPARITY_SOURCE_DIR to the checkout)";
-  int compared = 0, rejected = 0;
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line) {
-    if (text.empty()) continue;
-    const nlohmann::json doc = parse_json_text(text, path + ":" + std::to_string(line));
-    const Case c = case_from_json(doc, registry());
-    const std::string backend = "cuda:" + doc.at("provenance").at("contract").get<std::string>();
-    if (!registry().impl(c.op, backend)) continue;
-    const Outcome cuda = run_side(backend, c);
-    if (!cuda.outputs) {  // the reference rejects these as unmodelled (peer_replay_test)
-      EXPECT_EQ(cuda.error_class, "unmodelled") << path << ":" << line << ": " << cuda.message;
-      ++rejected;
-      continue;
+TEST(BackendVsTorch, ReproducesRecordedEagerPyTorch) {
+  const fs::path dir = source_dir() / "peers" / "torch";
+  ASSERT_TRUE(fs::is_directory(dir)) << "no " << dir << " (set BITPARITY_SOURCE_DIR to the checkout)";
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_FALSE(files.empty()) << "no recordings (*.jsonl) in " << dir;
+  int applicable = 0, compared = 0, rejected = 0;
+  std::map<std::string, std::string> skipped;  // kind -> why it cannot run here
+  for (const fs::path& path : files) {
+    std::ifstream in(path);
+    ASSERT_TRUE(in) << "cannot read " << path;
+    std::string text;
+    for (int line = 1; std::getline(in, text); ++line) {
+      if (text.empty()) continue;
+      const std::string where = path.string() + ":" + std::to_string(line);
+      const nlohmann::json doc = parse_json_text(text, where);
+      if (!registry().op(doc.at("op").get<std::string>())) continue;  // an op this registry lacks
+      const Case c = case_from_json(doc, registry());
+      const std::string contract = doc.at("provenance").at("contract").get<std::string>();
+      for (const BackendKind& kind : registry().backends()) {
+        const std::string backend = kind.name + ":" + contract;
+        if (kind.name == kReferenceKind || !registry().impl(c.op, backend)) continue;
+        ++applicable;
+        if (const auto why = unavailable(kind.name)) {
+          skipped[kind.name] = *why;
+          continue;
+        }
+        const Outcome got = run_outcome(registry(), backend, c);
+        if (got.rejected()) {  // the reference rejects these as unmodelled (peer_replay_test)
+          EXPECT_EQ(got.reject_class, "unmodelled") << where << ": " << got.message;
+          ++rejected;
+          continue;
+        }
+        const Comparison cmp = compare_outputs(*got.outputs, tensors_from_json(doc.at("outputs"), "outputs"));
+        EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
+            << where << "\n"
+            << format_comparison(cmp, c.op + " " + std::string(direction_name(c.direction)), backend, "torch") << "\n"
+            << (cmp.verdict == Verdict::kIdentical
+                    ? std::string()
+                    : corpus::write_reproducer(c, std::string(verdict_name(cmp.verdict)), std::nullopt,
+                                               where + ": " + backend + " differs from the recorded eager PyTorch"));
+        ++compared;
+      }
     }
-    const Comparison cmp = compare_outputs(*cuda.outputs, tensors_from_json(doc.at("outputs"), "outputs"));
-    EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
-        << path << ":" << line << "\n"
-        << format_comparison(cmp, c.op + " " + std::string(direction_name(c.direction)), backend, "torch");
-    ++compared;
   }
-  EXPECT_GE(compared, 100) << "recorded cases missing from " << path;
   RecordProperty("compared", compared);
   RecordProperty("rejected", rejected);
-}
-
-// --- the runtime ---------------------------------------------------------------------------------
-
-// --- the kernels' arithmetic shortcuts, on every fp32 input ----------------------------------------
-
-std::string hex_examples(const testing_support::ExhaustiveResult& r) {
-  std::ostringstream os;
-  for (uint32_t x : r.examples) os << " 0x" << std::hex << x;
-  return os.str();
-}
-
-// sigmoid_silu_fast is what the kernels run; it must give sigmoid_silu's bits wherever it claims
-// to, and claim it everywhere but the classes its comment excludes (counted here independently).
-// Outside silu_fast's and sigmoid_silu_fast's domain: x = +-0, and |x| >= 2^124 with the
-// infinities and NaN (biased exponents 251 to 255), both signs.
-constexpr uint64_t kOutsideSiluDomain = 2 + (2 * uint64_t{255 - 251 + 1} << 23);
-
-TEST(FastMath, SigmoidSiluShortcutEqualsIeeeDivisionInItsDomain) {
-  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-  const testing_support::ExhaustiveResult r = testing_support::check_fast_sigmoid_silu();
-  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) where the shortcut differs:" << hex_examples(r);
-  EXPECT_EQ(r.inputs - r.in_domain, kOutsideSiluDomain);
-}
-
-TEST(FastMath, SiluShortcutEqualsIeeeDivisionInItsDomain) {
-  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-  const testing_support::ExhaustiveResult r = testing_support::check_fast_silu();
-  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) where the shortcut differs:" << hex_examples(r);
-  EXPECT_EQ(r.inputs - r.in_domain, kOutsideSiluDomain);
-}
-
-// No band is left out: where 1/den is subnormal (x in about [-88.7, -87.3]) sigmoid_fast is exact
-// too, and those inputs are in its domain, so that the test above covers them.
-TEST(FastMath, SigmoidShortcutEqualsIeeeDivisionInItsDomain) {
-  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-  const testing_support::ExhaustiveResult r = testing_support::check_fast_sigmoid();
-  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) where the shortcut differs:" << hex_examples(r);
-  const uint64_t nan = 2 * ((uint64_t{1} << 23) - 1);
-  EXPECT_EQ(r.inputs - r.in_domain, nan);
-}
-
-TEST(FastMath, OneInstructionBf16RoundingEqualsFloat2Bfloat16Rn) {
-  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-  const testing_support::ExhaustiveResult r = testing_support::check_bf16_rounding();
-  EXPECT_EQ(r.in_domain, r.inputs);  // every fp32 input was tried
-  EXPECT_EQ(r.mismatches, 0u) << "inputs (fp32 bits) rounded differently:" << hex_examples(r);
-}
-
-TEST(CudaRuntime, SkipsWithAReasonOrDescribesTheDevice) {
-  if (const auto why = unavailable_reason()) {
-    EXPECT_NE(why->find("no CUDA device"), std::string::npos) << *why;
-    GTEST_SKIP() << *why;
+  if (applicable == 0) GTEST_SKIP() << "no recorded case of an op with a second backend in this registry";
+  if (compared + rejected == 0) {
+    std::string why;
+    for (const auto& [kind, reason] : skipped) why += " " + kind + ": " + reason + ";";
+    GTEST_SKIP() << "no backend of the recorded cases can run here:" << why;
   }
-  std::cout << "device: " << device_description() << "\n";
-  EXPECT_EQ(device_description().find("no CUDA device"), std::string::npos);
-}
-
-TEST(CudaRuntime, ErrorsBecomeExceptionsWithMessages) {
-  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-  try {
-    DeviceBuffer huge(size_t{1} << 62);
-    FAIL() << "a 4 EiB allocation succeeded";
-  } catch (const CudaError& e) {
-    EXPECT_NE(std::string(e.what()).find("cudaMalloc"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("cudaErrorMemoryAllocation"), std::string::npos) << e.what();
-  }
-  // The failed allocation is reported once: the next launch does not inherit it.
-  for (const Subject& s : subjects()) {
-    const Case c = large_case(s, 1, kLargeF);
-    EXPECT_NO_THROW(run_impl(registry(), s.cuda(), c)) << s.title() << " " << s.contract;
-  }
-}
-
-TEST(CudaRuntime, RowsZeroGivesEmptyOutputsOfTheRightShape) {
-  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
-  for (const Subject& s : subjects()) {
-    const Case c = large_case(s, 0, kLargeF);
-    const TensorMap cuda = run_impl(registry(), s.cuda(), c);
-    const TensorMap ref = run_impl(registry(), s.ref(), c);
-    EXPECT_EQ(compare_outputs(cuda, ref).verdict, Verdict::kIdentical) << s.title() << " " << s.contract;
-    for (const auto& [name, t] : cuda) EXPECT_EQ(t.numel(), 0) << name;
-  }
+  EXPECT_GT(compared, 0) << "every recorded case was rejected";
 }
 
 }  // namespace
-}  // namespace bitparity::gpu
+}  // namespace bitparity

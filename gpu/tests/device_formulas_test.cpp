@@ -1,11 +1,12 @@
-// The kernels' element formulas (gpu/swiglu_device.cuh), compiled for the host, against the
-// reference's (reference/swiglu_common.h) on every clamp class, activation and scale dtype. Runs
+// The kernels' element formulas (gpu/swiglu_elements.cuh, gpu/common/sigmoid_silu.cuh), compiled
+// for the host, against the reference's (reference/swiglu_common.h) on every clamp class,
+// activation and scale dtype. Runs
 // without a GPU, so that a change on either side shows in CI before anyone has device time: the
 // clamp model of the reference changed once during issue 4, and this is what would have caught it.
 // Both sides run libdevice's expf (the device side through the reference's ex2 tables here), so
 // they must agree bit for bit.
 #include "gpu/tests/host_intrinsics.h"  // first: the intrinsics the device header calls
-#include "gpu/swiglu_device.cuh"
+#include "gpu/swiglu_elements.cuh"
 
 #include <bit>
 #include <cmath>

@@ -3,7 +3,8 @@
 #include <cuda_runtime.h>
 
 #include "gpu/runtime.h"
-#include "gpu/swiglu_device.cuh"
+#include "gpu/common/dtype_io.cuh"
+#include "gpu/common/sigmoid_silu.cuh"
 
 namespace bitparity::gpu::testing_support {
 namespace {

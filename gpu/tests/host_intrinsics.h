@@ -1,9 +1,9 @@
-// Host stand-ins for the CUDA intrinsics that gpu/swiglu_device.cuh uses, so that g++ can compile
+// Host stand-ins for the CUDA intrinsics that the kernels' device headers use, so that g++ can compile
 // the kernels' element formulas and a CPU test can hold them against the reference (CI has no
 // GPU). Each __f*_rn is one IEEE operation rounded to nearest even, as on the device (the build
 // uses -ffp-contract=off); the MUFU.EX2 instruction is the reference's table emulation of it, and
 // fminf/fmaxf are the reference's model of CUDA's min/max (peers/torch pins both to an H200).
-// Include this before gpu/swiglu_device.cuh, in host test code only.
+// Include this before those headers (gpu/common/*.cuh, gpu/swiglu_elements.cuh), in host test code only.
 #pragma once
 
 #include <bit>

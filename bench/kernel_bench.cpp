@@ -1,12 +1,15 @@
-// Google Benchmark programs for the SwiGLU-family kernels and for kernel launch latency.
+// Google Benchmark programs for every CUDA kernel record and for kernel launch latency.
 //
-// Each kernel benchmark counts effective bytes (every input read once, every output written once),
-// times the kernel with CUDA events (UseManualTime), and in the same loop times a device-to-device
-// cudaMemcpy that moves the same number of bytes (half read, half written): the roofline the
-// kernel is compared with. Input sets rotate so that each launch starts with cold L2; inputs are
-// random moderate values, never zeros. Counters: bytes, GB/s, copy_GB/s, pct_of_copy. Each
-// kernel runs at every ILP the launchers offer (work items whose loads a thread issues together;
-// same bits, different speed); ilp:0 is what the backend ships, each kernel's measured best.
+// A kernel benchmark runs one kernel record (op, contract) on one of its op's reference inputs
+// (the large realistic shapes its spec declares, for the direction and contracts the input names),
+// at one ILP. It counts effective bytes (every input read once, every output written once, from
+// the tensors' sizes), times the bound launch with CUDA events (UseManualTime), and in the same
+// loop times a device-to-device cudaMemcpy that moves the same number of bytes (half read, half
+// written): the roofline the kernel is compared with. The inputs are uploaded once and copied into
+// rotating sets, so that each launch starts with cold L2. Counters: bytes, GB/s, copy_GB/s,
+// pct_of_copy. Each kernel runs at every ILP the launchers offer (work items whose loads a thread
+// issues together; same bits, different speed); ilp:0 is what the backend ships, each kernel's
+// measured best. Names read <op>_<direction>/<contract>/<reference input>/ilp:<n>.
 // Run with --benchmark_out=FILE --benchmark_out_format=json for Google Benchmark's own JSON.
 #include <algorithm>
 #include <cstdint>
@@ -18,120 +21,79 @@
 #include <cuda_runtime_api.h>
 
 #include "bench/bench_kernels.h"
+#include "core/error.h"
+#include "core/registry.h"
+#include "gpu/common/device_tensor.h"
+#include "gpu/common/ilp.h"
+#include "gpu/register.h"
 #include "gpu/runtime.h"
-#include "gpu/swiglu_kernels.h"
 
 namespace bitparity::bench {
 namespace {
 
 using gpu::check_cuda;
 using gpu::DeviceBuffer;
+using gpu::DeviceTensorMap;
 
-constexpr int64_t kRowCounts[] = {16384, 65536};
-constexpr int64_t kHiddenSizes[] = {1408, 4096};  // GLM-4.5-Air expert F; a wide expert
 constexpr int kWarmUpLaunches = 3;
 constexpr double kMinTimeSeconds = 0.1;
 constexpr size_t kL2Bytes = size_t{50} << 20;  // H200
 constexpr int kColdL2Multiple = 3;             // rotate until the sets exceed 3 L2s
 constexpr int kLaunchBatch = 100;              // launches per iteration of the latency benchmarks
-constexpr int kIlpValues[] = {0, 1, 2, 4};     // gpu/swiglu_kernels.h: 0 is each kernel's default
+constexpr int kIlpValues[] = {gpu::kIlpDefault, 1, 2, 4};
 
-enum class Family { kSwiglu, kMegatronScale, kPaddleScale };
-
-struct KernelSpec {
-  std::string name;
-  Family family;
-  bool backward;
+// One kernel record on one reference input of its op.
+struct Subject {
+  const gpu::KernelRecord* record;
+  const OpInfo* op;
+  Direction direction;
+  ReferenceInput input;
+  std::string name() const {
+    return op->name + "_" + std::string(direction_name(direction)) + "/" + record->contract + "/" + input.name;
+  }
 };
 
-const std::vector<KernelSpec>& kernels() {
-  static const std::vector<KernelSpec> specs = {
-      {"swiglu_fwd/megatron", Family::kSwiglu, false},
-      {"swiglu_bwd/megatron", Family::kSwiglu, true},
-      {"swiglu_scale_fwd/megatron", Family::kMegatronScale, false},
-      {"swiglu_scale_bwd/megatron", Family::kMegatronScale, true},
-      {"swiglu_scale_fwd/paddle", Family::kPaddleScale, false},
-      {"swiglu_scale_bwd/paddle", Family::kPaddleScale, true},
-  };
-  return specs;
+bool applies_to(const std::vector<std::string>& contracts, const std::string& contract) {
+  return contracts.empty() || std::find(contracts.begin(), contracts.end(), contract) != contracts.end();
 }
 
-// One set of a kernel's inputs and outputs: bf16 activations, fp32 scale (the fp64-denominator
-// probs of the aligned router), fp32 d_scale.
-struct Set {
-  DeviceBuffer y, g, scale, out, d_y, d_scale;
+// Every kernel record on every reference input meant for its contract, grouped by input so that
+// consecutive benchmarks share the uploaded input.
+std::vector<Subject> subjects() {
+  std::vector<Subject> out;
+  for (const OpInfo& op : harness_registry().ops()) {
+    if (!op.reference_inputs || !op.validate) continue;  // nothing to run on, or no output shapes
+    for (const auto& [direction, inputs] : op.inputs)
+      for (const ReferenceInput& input : op.reference_inputs(direction))
+        for (const gpu::KernelRecord& record : gpu::kernel_records())
+          if (record.op == op.name && applies_to(input.contracts, record.contract))
+            out.push_back({&record, &op, direction, input});
+  }
+  return out;
+}
+
+// A reference input built and uploaded once, with as many device copies of its inputs as a
+// benchmark's rotation asked for so far. Benchmarks run in registration order, so that one input
+// at a time is held.
+struct Uploaded {
+  std::string key;
+  Case c;
+  std::vector<DeviceTensorMap> sets;
+  void ensure_sets(size_t n) {
+    if (sets.empty()) sets.push_back(gpu::upload(c.inputs));
+    while (sets.size() < n) sets.push_back(gpu::clone(sets.front()));
+  }
 };
 
-struct Sizes {
-  size_t read = 0, written = 0;
-  size_t total() const { return read + written; }
-};
-
-Sizes effective_bytes(const KernelSpec& k, int64_t rows, int64_t F) {
-  const auto r = static_cast<size_t>(rows), f = static_cast<size_t>(F);
-  const bool scaled = k.family != Family::kSwiglu;
-  Sizes s;
-  s.read = r * 2 * f * 2 + (scaled ? r * 4 : 0) + (k.backward ? r * f * 2 : 0);
-  s.written = k.backward ? r * 2 * f * 2 + (scaled ? r * 4 : 0) : r * f * 2;
-  return s;
-}
-
-Set make_set(const KernelSpec& k, int64_t rows, int64_t F, uint64_t seed) {
-  const auto r = static_cast<size_t>(rows), f = static_cast<size_t>(F);
-  Set s;
-  s.y = DeviceBuffer(r * 2 * f * 2);
-  fill_random_bf16(s.y.get(), r * 2 * f, seed);
-  if (k.family != Family::kSwiglu) {
-    s.scale = DeviceBuffer(r * 4);
-    fill_random_f32(s.scale.get(), r, seed + 1);
+Uploaded& uploaded(const Subject& s) {
+  static Uploaded cache;
+  const std::string key = s.op->name + "/" + std::string(direction_name(s.direction)) + "/" + s.input.name;
+  if (cache.key != key) {
+    cache = Uploaded{};  // frees the previous input's device memory first
+    cache.c = s.input.make();
+    cache.key = key;
   }
-  if (k.backward) {
-    s.g = DeviceBuffer(r * f * 2);
-    fill_random_bf16(s.g.get(), r * f, seed + 2);
-    s.d_y = DeviceBuffer(r * 2 * f * 2);
-    if (k.family != Family::kSwiglu) s.d_scale = DeviceBuffer(r * 4);
-  } else {
-    s.out = DeviceBuffer(r * f * 2);
-  }
-  return s;
-}
-
-void launch(const KernelSpec& k, const Set& s, int64_t rows, int64_t F, int ilp, cudaStream_t stream) {
-  switch (k.family) {
-    case Family::kSwiglu:
-    case Family::kMegatronScale:
-      if (!k.backward) {
-        gpu::MegatronForward p;
-        p.rows = rows, p.F = F, p.y = s.y.get(), p.out = s.out.get(), p.stream = stream;
-        p.scale = s.scale.get(), p.scale_dtype = DType::kFP32, p.ilp = ilp;
-        gpu::launch_megatron_forward(p);
-      } else if (k.family == Family::kSwiglu) {
-        gpu::MegatronBackward p;
-        p.rows = rows, p.F = F, p.y = s.y.get(), p.g = s.g.get(), p.d_y = s.d_y.get(), p.stream = stream;
-        p.ilp = ilp;
-        gpu::launch_megatron_backward(p);
-      } else {
-        gpu::MegatronScaleBackward p;
-        p.rows = rows, p.F = F, p.y = s.y.get(), p.g = s.g.get(), p.scale = s.scale.get();
-        p.scale_dtype = DType::kFP32, p.plan = gpu::torch_row_sum_plan(F, rows);
-        p.d_y = s.d_y.get(), p.d_scale = s.d_scale.get(), p.stream = stream, p.ilp = ilp;
-        gpu::launch_megatron_scale_backward(p);
-      }
-      return;
-    case Family::kPaddleScale:
-      if (!k.backward) {
-        gpu::PaddleForward p;
-        p.rows = rows, p.F = F, p.y = s.y.get(), p.scale = s.scale.get(), p.out = s.out.get(), p.stream = stream;
-        p.ilp = ilp;
-        gpu::launch_paddle_forward(p);
-      } else {
-        gpu::PaddleBackward p;
-        p.rows = rows, p.F = F, p.y = s.y.get(), p.g = s.g.get(), p.scale = s.scale.get();
-        p.d_y = s.d_y.get(), p.d_scale = s.d_scale.get(), p.stream = stream, p.ilp = ilp;
-        gpu::launch_paddle_backward(p);
-      }
-      return;
-  }
+  return cache;
 }
 
 class Events {
@@ -159,31 +121,47 @@ class Events {
   cudaEvent_t start_{}, stop_{};
 };
 
-void kernel_benchmark(benchmark::State& state, const KernelSpec& k, int64_t rows, int64_t F, int ilp) {
+void kernel_benchmark(benchmark::State& state, const Subject& s, int ilp) {
   if (const auto why = gpu::unavailable_reason()) {
     state.SkipWithError(why->c_str());
     return;
   }
-  const Sizes bytes = effective_bytes(k, rows, F);
-  const size_t sets_needed = std::max<size_t>(2, (kColdL2Multiple * kL2Bytes + bytes.total() - 1) / bytes.total());
-  std::vector<Set> sets;
-  for (size_t i = 0; i < sets_needed; ++i) sets.push_back(make_set(k, rows, F, 1000 * i + 17));
+  Uploaded& input = uploaded(s);
+  const ContractInfo& contract = *s.op->contract(s.record->contract);
+  const OutputMetas metas = s.op->validate(input.c, contract);
+  input.ensure_sets(1);
+  size_t output_bytes = 0;
+  for (const auto& [name, meta] : metas)
+    output_bytes += static_cast<size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype);
+  const size_t total = gpu::total_bytes(input.sets.front()) + output_bytes;
+  if (total == 0) return state.SkipWithError("a reference input of no bytes");
+  const size_t sets_needed = std::max<size_t>(2, (kColdL2Multiple * kL2Bytes + total - 1) / total);
+  input.ensure_sets(sets_needed);
+  cudaStream_t stream = nullptr;
+  std::vector<DeviceTensorMap> outputs;
+  std::vector<gpu::BoundLaunch> launches;
+  for (size_t i = 0; i < sets_needed; ++i) outputs.push_back(gpu::allocate(metas));
+  try {
+    for (size_t i = 0; i < sets_needed; ++i)
+      launches.push_back(s.record->bind({input.c, contract, input.sets[i], outputs[i], stream, ilp}));
+  } catch (const RejectError& e) {
+    return state.SkipWithError((s.record->contract + " rejects " + s.input.name + ": " + e.what()).c_str());
+  }
   // The copy's source and destination, rotated the same way: the copy reads and writes half each.
-  const size_t copy_bytes = bytes.total() / 2;
+  const size_t copy_bytes = total / 2;
   std::vector<DeviceBuffer> copy_src, copy_dst;
   for (size_t i = 0; i < sets_needed; ++i) {
     copy_src.emplace_back(copy_bytes);
     copy_dst.emplace_back(copy_bytes);
     fill_random_bf16(copy_src.back().get(), copy_bytes / 2, 7 + i);
   }
-  cudaStream_t stream = nullptr;
   auto copy = [&](size_t i) {
     check_cuda(cudaMemcpyAsync(copy_dst[i].get(), copy_src[i].get(), copy_bytes, cudaMemcpyDeviceToDevice, stream),
                "cudaMemcpyAsync");
   };
   for (int i = 0; i < kWarmUpLaunches; ++i) {
-    launch(k, sets[i % sets.size()], rows, F, ilp, stream);
-    copy(i % sets.size());
+    launches[i % sets_needed]();
+    copy(i % sets_needed);
   }
   gpu::synchronize();
 
@@ -191,22 +169,22 @@ void kernel_benchmark(benchmark::State& state, const KernelSpec& k, int64_t rows
   double kernel_seconds = 0, copy_seconds = 0;
   size_t i = 0;
   for (auto _ : state) {
-    const size_t set = i++ % sets.size();
-    const double t = events.time(stream, [&] { launch(k, sets[set], rows, F, ilp, stream); });
+    const size_t set = i++ % sets_needed;
+    const double t = events.time(stream, launches[set]);
     state.SetIterationTime(t);
     kernel_seconds += t;
     copy_seconds += events.time(stream, [&] { copy(set); });
   }
-  check_cuda(cudaGetLastError(), k.name);
+  check_cuda(cudaGetLastError(), s.name());
   const double n = static_cast<double>(state.iterations());
-  const double gbs = static_cast<double>(bytes.total()) * n / kernel_seconds * 1e-9;
+  const double gbs = static_cast<double>(total) * n / kernel_seconds * 1e-9;
   const double copy_gbs = static_cast<double>(2 * copy_bytes) * n / copy_seconds * 1e-9;
-  state.SetBytesProcessed(static_cast<int64_t>(bytes.total()) * state.iterations());
-  state.counters["bytes"] = static_cast<double>(bytes.total());
+  state.SetBytesProcessed(static_cast<int64_t>(total) * state.iterations());
+  state.counters["bytes"] = static_cast<double>(total);
   state.counters["GB/s"] = gbs;
   state.counters["copy_GB/s"] = copy_gbs;
   state.counters["pct_of_copy"] = 100.0 * gbs / copy_gbs;
-  state.counters["rotated_sets"] = static_cast<double>(sets.size());
+  state.counters["rotated_sets"] = static_cast<double>(sets_needed);
   state.counters["ilp"] = ilp;
 }
 
@@ -277,16 +255,14 @@ void BM_LaunchEmptyKernelRoundTrip(benchmark::State& state) {
 }
 
 void register_benchmarks() {
-  for (const KernelSpec& k : kernels())
-    for (int64_t rows : kRowCounts)
-      for (int64_t F : kHiddenSizes)
-        for (int ilp : kIlpValues) {
-          const std::string name = k.name + "/bf16/rows:" + std::to_string(rows) + "/F:" + std::to_string(F) +
-                                   "/ilp:" + std::to_string(ilp);
-          benchmark::RegisterBenchmark(name.c_str(), [k, rows, F, ilp](benchmark::State& state) {
-            kernel_benchmark(state, k, rows, F, ilp);
-          })->UseManualTime()->MinTime(kMinTimeSeconds)->Unit(benchmark::kMicrosecond);
-        }
+  for (const Subject& s : subjects())
+    for (int ilp : kIlpValues) {
+      const std::string name = s.name() + "/ilp:" + std::to_string(ilp);
+      benchmark::RegisterBenchmark(name.c_str(), [s, ilp](benchmark::State& state) { kernel_benchmark(state, s, ilp); })
+          ->UseManualTime()
+          ->MinTime(kMinTimeSeconds)
+          ->Unit(benchmark::kMicrosecond);
+    }
   benchmark::RegisterBenchmark("launch/empty_kernel", BM_LaunchEmptyKernel)->UseManualTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("launch/empty_kernel_graph_replay", BM_LaunchEmptyKernelGraph)
       ->UseManualTime()

@@ -1,0 +1,55 @@
+// Tensors in device memory, the host <-> device counterpart of core/tensor.h (CUTLASS's HostTensor
+// is the model): a dtype, a shape and a buffer that frees itself; upload and download of single
+// tensors and of name -> tensor maps; outputs allocated from an op's OutputMetas and filled with a
+// poison pattern, so that an element a kernel forgets to write shows as a mismatch instead of
+// passing as the zero a fresh allocation may hold. Host code, no CUDA types.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/registry.h"
+#include "core/tensor.h"
+#include "gpu/runtime.h"
+
+namespace bitparity::gpu {
+
+struct DeviceTensor {
+  DType dtype = DType::kFP32;
+  Shape shape;
+  DeviceBuffer buffer;  // row-major, contiguous; no allocation for an empty tensor
+
+  int64_t numel() const { return shape_numel(shape); }
+  size_t nbytes() const { return buffer.bytes(); }
+  void* data() const { return buffer.get(); }
+};
+using DeviceTensorMap = std::map<std::string, DeviceTensor>;
+
+// The byte every element of a fresh output holds: 0x5a5a (bf16 about 1.5e16) and 0x5a5a5a5a
+// (fp32 about 1.5e16) are finite, not zero and no value a kernel of ours produces from the
+// generated cases by chance, and compare unequal to NaN even where NaNs compare equal.
+inline constexpr int kPoisonByte = 0x5a;
+
+DeviceTensor upload(const Tensor& host);
+Tensor download(const DeviceTensor& device);
+DeviceTensorMap upload(const TensorMap& host);
+TensorMap download(const DeviceTensorMap& device);
+
+// A device tensor of `meta`'s shape and dtype, every byte `fill_byte`.
+DeviceTensor allocate(const TensorMeta& meta, int fill_byte = kPoisonByte);
+DeviceTensorMap allocate(const OutputMetas& metas, int fill_byte = kPoisonByte);
+
+// A copy in fresh device memory (device to device).
+DeviceTensor clone(const DeviceTensor& device);
+DeviceTensorMap clone(const DeviceTensorMap& device);
+
+// The tensor `name` of a map: `required` throws std::logic_error naming it when absent (validate
+// guarantees the presence of required inputs and of every output); `optional` gives nullptr.
+const DeviceTensor& required(const DeviceTensorMap& tensors, const std::string& name);
+const DeviceTensor* optional(const DeviceTensorMap& tensors, const std::string& name);
+
+// Bytes of every tensor of a map: what a kernel that reads (or writes) each element once moves.
+size_t total_bytes(const DeviceTensorMap& tensors);
+
+}  // namespace bitparity::gpu

@@ -1,0 +1,12 @@
+// The ILP knob of the kernels: work items a thread loads together (or, in the elementwise kernels,
+// the group whose loads are in flight while the previous group is computed). A tuning knob that
+// changes no bit; 0 asks for each kernel's default, the best of 1, 2 and 4 measured on an H200
+// (bench/NOTES.md). Included by device and host code alike.
+#pragma once
+
+namespace bitparity::gpu {
+
+inline constexpr int kIlpDefault = 0;
+inline constexpr int kIlpChoices[] = {1, 2, 4};
+
+}  // namespace bitparity::gpu

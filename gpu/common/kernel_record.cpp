@@ -1,0 +1,21 @@
+#include "gpu/common/kernel_record.h"
+
+#include <stdexcept>
+#include <utility>
+
+namespace bitparity::gpu {
+
+Impl kernel_impl(KernelRecord record, Validate validate, int ilp) {
+  if (!validate) throw std::logic_error("cuda:" + record.contract + " of " + record.op + ": the op has no validate");
+  return [record = std::move(record), validate = std::move(validate), ilp](const Case& c,
+                                                                            const ContractInfo& contract) {
+    const OutputMetas metas = validate(c, contract);
+    const DeviceTensorMap inputs = upload(c.inputs);
+    const DeviceTensorMap outputs = allocate(metas);
+    const BoundLaunch launch = record.bind({c, contract, inputs, outputs, nullptr, ilp});
+    launch();
+    return download(outputs);  // a synchronous copy on the default stream: after the launch
+  };
+}
+
+}  // namespace bitparity::gpu

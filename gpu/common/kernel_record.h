@@ -1,0 +1,49 @@
+// A CUDA contract as a kernel record: (op, contract, a launch on device tensors). The record binds
+// a launch to device inputs, preallocated device outputs, a stream and an ILP; one generic wrapper
+// (kernel_impl) makes it a registry Impl (validate, upload the inputs, allocate the outputs from
+// the op's OutputMetas with a poison pattern, launch, download), and the benchmarks time the bound
+// launch on inputs uploaded once. No op writes host <-> device glue of its own. Host code.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "core/case.h"
+#include "core/registry.h"
+#include "gpu/common/device_tensor.h"
+#include "gpu/common/ilp.h"
+
+namespace bitparity::gpu {
+
+// What a record's bind reads. The inputs are the case's (every required one present, validate
+// passed); the outputs are allocated, one per OutputMetas entry, and the launch must write every
+// element of them (the wrapper fills them with kPoisonByte first).
+struct KernelArgs {
+  const Case& c;  // the direction and attributes; the tensors are the device ones below (a
+                  // benchmark's case may have dropped its host inputs once uploaded)
+  const ContractInfo& contract;
+  const DeviceTensorMap& inputs;
+  const DeviceTensorMap& outputs;
+  void* stream = nullptr;  // a cudaStream_t; nullptr is the default stream
+  int ilp = kIlpDefault;
+};
+
+// The launch a bind returns: enqueues the kernels on the bound stream, every argument fixed, so
+// that a benchmark times the launch alone.
+using BoundLaunch = std::function<void()>;
+
+struct KernelRecord {
+  std::string op, contract;
+  // Reads the shapes and attributes and prepares the launch; throws RejectError for what the
+  // contract's arithmetic does not model ("unmodelled") and never checks inputs otherwise (the
+  // op's validate did).
+  std::function<BoundLaunch(const KernelArgs&)> bind;
+};
+
+using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
+
+// The Impl of a record: validate (for the OutputMetas), upload every input, allocate the outputs
+// poisoned, bind and launch at `ilp` on the default stream, download.
+Impl kernel_impl(KernelRecord record, Validate validate, int ilp = kIlpDefault);
+
+}  // namespace bitparity::gpu

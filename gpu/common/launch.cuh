@@ -1,0 +1,188 @@
+// Launch helpers of the op-generic kernel shapes: 32-bit index arithmetic (Divider), the
+// pipelined grid-stride loop, row chunks indexed in 32 bits, grid sizing (a resident grid for
+// grid-stride loops, row teams for persistent warps), and the dispatch of a launcher over the
+// activation dtype and the ILP knob. Tuning only: nothing here changes a bit.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include <cuda_runtime.h>
+
+#include "core/dtype.h"
+#include "gpu/common/dtype_io.cuh"
+#include "gpu/common/ilp.h"
+#include "gpu/runtime.h"
+
+namespace bitparity::gpu::device {
+
+// --- index arithmetic -------------------------------------------------------------------------
+
+// n / d for 0 <= n < 2^31 as one multiply-high, an add and a shift (the magic-number division of
+// Granlund and Montgomery), where a 64-bit division is a call of some 70 instructions.
+struct Divider {
+  uint32_t d = 1, magic = 0, shift = 0;
+  Divider() = default;
+  explicit Divider(uint32_t divisor) : d(divisor) {
+    while (shift < 32 && (uint64_t{1} << shift) < divisor) ++shift;
+    magic = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - divisor)) / divisor + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+#if defined(__CUDA_ARCH__)
+    return (__umulhi(n, magic) + n) >> shift;
+#else
+    return static_cast<uint32_t>(((uint64_t{n} * magic >> 32) + n) >> shift);
+#endif
+  }
+};
+
+// A grid-stride loop over the work items [first, total) in groups (a group's items are k0,
+// k0 + stride, ...; `step` is the stride times the group's size): the next group's loads are issued
+// before the current group's arithmetic, so that a thread keeps loads in flight while it computes.
+// load(Group&, k0) issues a group's loads; compute(const Group&, k0) does the rest.
+template <class Group, class Load, class Compute>
+__device__ __forceinline__ void pipelined_grid_stride(uint32_t first, uint32_t total, uint32_t step, Load&& load,
+                                                      Compute&& compute) {
+  Group current;
+  if (first < total) load(current, first);
+  for (uint32_t k0 = first; k0 < total; k0 += step) {
+    Group next;
+    if (k0 + step < total) load(next, k0 + step);
+    compute(current, k0);
+    current = next;
+  }
+}
+
+// Row chunks whose work items (rows x items_per_row) number less than 2^31, so that a kernel
+// indexes them in 32 bits; calls launch(first_row, rows) for each.
+template <class Launch>
+void for_each_row_chunk(int64_t rows, int64_t items_per_row, Launch&& launch) {
+  const int64_t max_rows = std::max<int64_t>(1, ((int64_t{1} << 31) - 1) / std::max<int64_t>(1, items_per_row));
+  for (int64_t first = 0; first < rows; first += max_rows) launch(first, std::min(max_rows, rows - first));
+}
+
+// --- launch helpers (host) -------------------------------------------------------------------
+
+inline constexpr int kThreads = 256;
+
+// Blocks of kThreads that a kernel is compiled to keep resident per multiprocessor
+// (__launch_bounds__'s second argument: at most 65536 / (256 n) registers a thread), by the
+// registers its loads in flight need. Unbounded, ptxas interleaves a packet's eight independent
+// elements with up to 120 registers and leaves too few warps to keep the loads in flight; bounded
+// too tightly, it spills. bench/NOTES.md has the measurements behind the numbers.
+constexpr int blocks_per_sm(int loads_per_item, int ilp) {
+  const int live = loads_per_item * ilp;  // 16-byte packets held per thread
+  return live <= 2 ? 6 : live <= 4 ? 4 : live <= 6 ? 3 : 2;
+}
+
+inline int multiprocessor_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count > 0 ? count : 1;
+  }();
+  return sms;
+}
+
+// Blocks for a grid-stride loop of kKernel over `items` (one per thread per pass): as many as
+// are resident at once on the whole device, so that no partial wave is left at the end, and no
+// more than the work needs.
+template <auto kKernel>
+unsigned resident_grid(int64_t items) {
+  static const int per_sm = [] {
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, 0) != cudaSuccess || blocks < 1) {
+      cudaGetLastError();
+      blocks = 1;
+    }
+    return blocks;
+  }();
+  const int64_t needed = (items + kThreads - 1) / kThreads;
+  const int64_t resident = int64_t{per_sm} * multiprocessor_count();
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(needed, resident)));
+}
+
+// Blocks for a kernel whose teams (teams_per_block to a block, `shared` bytes of dynamic shared
+// memory) walk rows team, team + T, ...: no more teams T than are resident at once, and no more
+// than give each team the same number of rows, so that no last round of rows runs on a few teams
+// while the rest wait. Raises the kernel's shared-memory limit where it needs more than 48 KiB.
+template <auto kKernel>
+unsigned row_team_grid(int64_t rows, int teams_per_block, size_t shared) {
+  static const int per_sm = [shared] {
+    if (shared > size_t{48} << 10)
+      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
+    int blocks = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, shared) != cudaSuccess ||
+        blocks < 1) {
+      cudaGetLastError();
+      blocks = 1;
+    }
+    return blocks;
+  }();
+  const int64_t resident = int64_t{per_sm} * multiprocessor_count() * teams_per_block;
+  const int64_t rows_per_team = (rows + resident - 1) / resident;
+  const int64_t teams = (rows + rows_per_team - 1) / rows_per_team;
+  return static_cast<unsigned>(std::max<int64_t>(1, (teams + teams_per_block - 1) / teams_per_block));
+}
+
+// p moved by `bytes` (nullptr stays nullptr).
+template <class T>
+T* advanced(T* p, int64_t bytes) {
+  using Byte = std::conditional_t<std::is_const_v<T>, const char, char>;
+  return p ? reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes) : p;
+}
+
+#if defined(__CUDACC__)
+// Launches kKernel(chunk, Divider(per_row)) for each row chunk of `args` (for_each_row_chunk), on a
+// resident grid, and checks the launch; advance(chunk, first_row) moves the chunk's tensors to its
+// first row.
+template <auto kKernel, class Args, class Advance>
+void launch_row_chunks(const Args& args, int64_t per_row, const char* what, Advance&& advance) {
+  for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
+    Args chunk = args;
+    chunk.rows = rows;
+    advance(chunk, first);
+    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
+        chunk, Divider(static_cast<uint32_t>(per_row)));
+    check_launch(what, args.stream);
+  });
+}
+#endif
+
+// Work items of an elementwise kernel: 16-byte packets where F allows, else single elements.
+inline int64_t elementwise_items(int64_t rows, int64_t F, int packet) {
+  return F % packet == 0 ? rows * (F / packet) : rows * F;
+}
+
+// Calls Launch<Act, kIlp>::run(args) for the activation dtype and ILP of `args` (kIlpDefault:
+// `default_ilp`, the kernel's measured best); kWithFp16 instantiates the fp16 kernels (Paddle's
+// kernels have none).
+template <template <class, int> class Launch, class Act, class Args>
+void dispatch_ilp(const Args& args, int default_ilp) {
+  switch (args.ilp == kIlpDefault ? default_ilp : args.ilp) {
+    case 1: return Launch<Act, 1>::run(args);
+    case 2: return Launch<Act, 2>::run(args);
+    case 4: return Launch<Act, 4>::run(args);
+    default: throw std::invalid_argument("kernels: ilp must be 1, 2 or 4; got " + std::to_string(args.ilp));
+  }
+}
+
+template <template <class, int> class Launch, bool kWithFp16, class Args>
+void dispatch_activation(const Args& args, int default_ilp) {
+  switch (args.act) {
+    case DType::kBF16: return dispatch_ilp<Launch, BF16>(args, default_ilp);
+    case DType::kFP32: return dispatch_ilp<Launch, FP32>(args, default_ilp);
+    case DType::kFP16:
+      if constexpr (kWithFp16) return dispatch_ilp<Launch, FP16>(args, default_ilp);
+      [[fallthrough]];
+    default:
+      throw std::invalid_argument(std::string("kernels: no kernel for activations of dtype ") +
+                                  std::string(dtype_name(args.act)));
+  }
+}
+
+}  // namespace bitparity::gpu::device

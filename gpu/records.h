@@ -1,0 +1,13 @@
+// The kernel records of each op that has CUDA kernels, one function per op (its records file);
+// gpu/register.cpp joins them into the cuda backend.
+#pragma once
+
+#include <vector>
+
+#include "gpu/common/kernel_record.h"
+
+namespace bitparity::gpu {
+
+std::vector<KernelRecord> swiglu_family_kernels();  // gpu/swiglu_records.cpp: swiglu, swiglu_scale
+
+}  // namespace bitparity::gpu

@@ -1,0 +1,175 @@
+// The kernel records of the SwiGLU family: each binds its contract's launcher (gpu/swiglu_kernels.h)
+// to device tensors. The op's validate (ops/swiglu_family) has checked the inputs; what is left
+// here is the contract's own reading of the case: the clamp gate (ContractInfo::clamp_gate,
+// evaluated here, not borrowed from another backend) and rule 7's plan for Megatron's d_scale.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpu/common/row_sum.h"
+#include "gpu/records.h"
+#include "gpu/swiglu_kernels.h"
+
+namespace bitparity::gpu {
+namespace {
+
+constexpr const char* kClampAttr = "clamp";
+
+// The clamp a contract applies (spec OP-6): none without the attribute; kPositive ignores a
+// value that is not > 0 (NaN included), kPresent applies any value.
+std::optional<double> gated_clamp(const Case& c, ClampGate gate) {
+  if (gate == ClampGate::kNone) return std::nullopt;
+  const std::optional<double> value = c.float_attr(kClampAttr);
+  if (!value) return std::nullopt;
+  if (gate == ClampGate::kPositive && !(*value > 0)) return std::nullopt;
+  return value;
+}
+
+// Megatron's limits: hi = float(c), lo = float(-c); a NaN limit fills the value half with NaN.
+MegatronClamp megatron_clamp(std::optional<double> clamp) {
+  MegatronClamp m;
+  if (!clamp) return m;
+  m.on = true;
+  m.nan_limit = std::isnan(*clamp);
+  m.hi = static_cast<float>(*clamp);
+  m.lo = static_cast<float>(-*clamp);
+  return m;
+}
+
+// PaddleFleet's limit: cv = float(clamp_value) (validate rejected a non-finite one).
+PaddleClamp paddle_clamp(std::optional<double> clamp) {
+  if (!clamp) return {};
+  return {true, static_cast<float>(*clamp)};
+}
+
+// y is [rows, 2F] (validate).
+struct Rows {
+  int64_t rows, F;
+};
+Rows rows_of(const DeviceTensor& y) { return {y.shape.at(0), y.shape.at(1) / 2}; }
+
+void* data_or_null(const DeviceTensor* t) { return t ? t->data() : nullptr; }
+
+// swiglu: Megatron's eager or unfused functions, optional bias, no scale.
+BoundLaunch bind_swiglu_megatron(const KernelArgs& k) {
+  const DeviceTensor& y = required(k.inputs, "y");
+  const auto [rows, F] = rows_of(y);
+  const MegatronClamp clamp = megatron_clamp(gated_clamp(k.c, k.contract.clamp_gate));
+  const void* bias = data_or_null(optional(k.inputs, "bias"));
+  if (k.c.direction == Direction::kForward) {
+    MegatronForward p;
+    p.act = y.dtype;
+    p.rows = rows;
+    p.F = F;
+    p.y = y.data();
+    p.bias = bias;
+    p.clamp = clamp;
+    p.out = required(k.outputs, "out").data();
+    p.ilp = k.ilp;
+    p.stream = k.stream;
+    return [p] { launch_megatron_forward(p); };
+  }
+  MegatronBackward p;
+  p.act = y.dtype;
+  p.rows = rows;
+  p.F = F;
+  p.y = y.data();
+  p.bias = bias;
+  p.g = required(k.inputs, "g").data();
+  p.clamp = clamp;
+  p.d_y = required(k.outputs, "d_y").data();
+  p.ilp = k.ilp;
+  p.stream = k.stream;
+  return [p] { launch_megatron_backward(p); };
+}
+
+// swiglu_scale under Megatron's weighted functions: the forward is swiglu's kernel with a scale.
+BoundLaunch bind_swiglu_scale_megatron(const KernelArgs& k) {
+  const DeviceTensor& y = required(k.inputs, "y");
+  const DeviceTensor& scale = required(k.inputs, "scale");
+  const auto [rows, F] = rows_of(y);
+  const MegatronClamp clamp = megatron_clamp(gated_clamp(k.c, k.contract.clamp_gate));
+  if (k.c.direction == Direction::kForward) {
+    MegatronForward p;
+    p.act = y.dtype;
+    p.rows = rows;
+    p.F = F;
+    p.y = y.data();
+    p.scale = scale.data();
+    p.scale_dtype = scale.dtype;
+    p.clamp = clamp;
+    p.out = required(k.outputs, "out").data();
+    p.ilp = k.ilp;
+    p.stream = k.stream;
+    return [p] { launch_megatron_forward(p); };
+  }
+  MegatronScaleBackward p;
+  p.act = y.dtype;
+  p.scale_dtype = scale.dtype;
+  p.rows = rows;
+  p.F = F;
+  p.y = y.data();
+  p.scale = scale.data();
+  p.g = required(k.inputs, "g").data();
+  p.clamp = clamp;
+  // Rule 7 has no plan for an empty row (the empty sum is +0) and rejects what it does not model.
+  if (rows > 0 && F > 0) p.plan = rule7_row_sum_plan(F, rows);
+  p.d_y = required(k.outputs, "d_y").data();
+  p.d_scale = required(k.outputs, "d_scale").data();
+  p.ilp = k.ilp;
+  p.stream = k.stream;
+  return [p] { launch_megatron_scale_backward(p); };
+}
+
+// swiglu_scale under PaddleFleet's fused kernels. d_scale takes the shape validate gives it
+// ([rows, 1] from the shipped clamp kernels); the kernel writes its rows values either way.
+BoundLaunch bind_swiglu_scale_paddle(const KernelArgs& k) {
+  const DeviceTensor& y = required(k.inputs, "y");
+  const DeviceTensor& scale = required(k.inputs, "scale");
+  const auto [rows, F] = rows_of(y);
+  const PaddleClamp clamp = paddle_clamp(gated_clamp(k.c, k.contract.clamp_gate));
+  if (k.c.direction == Direction::kForward) {
+    PaddleForward p;
+    p.act = y.dtype;
+    p.scale_dtype = scale.dtype;
+    p.rows = rows;
+    p.F = F;
+    p.y = y.data();
+    p.scale = scale.data();
+    p.clamp = clamp;
+    p.out = required(k.outputs, "out").data();
+    p.ilp = k.ilp;
+    p.stream = k.stream;
+    return [p] { launch_paddle_forward(p); };
+  }
+  PaddleBackward p;
+  p.act = y.dtype;
+  p.scale_dtype = scale.dtype;
+  p.rows = rows;
+  p.F = F;
+  p.y = y.data();
+  p.scale = scale.data();
+  p.g = required(k.inputs, "g").data();
+  p.clamp = clamp;
+  p.d_y = required(k.outputs, "d_y").data();
+  p.d_scale = required(k.outputs, "d_scale").data();
+  p.ilp = k.ilp;
+  p.stream = k.stream;
+  return [p] { launch_paddle_backward(p); };
+}
+
+}  // namespace
+
+std::vector<KernelRecord> swiglu_family_kernels() {
+  return {
+      {"swiglu", "megatron_eager", bind_swiglu_megatron},
+      {"swiglu", "megatron_unfused", bind_swiglu_megatron},
+      {"swiglu_scale", "megatron_eager", bind_swiglu_scale_megatron},
+      {"swiglu_scale", "megatron_unfused", bind_swiglu_scale_megatron},
+      {"swiglu_scale", "paddle_fused", bind_swiglu_scale_paddle},
+      {"swiglu_scale", "paddle_fused_shipped", bind_swiglu_scale_paddle},
+  };
+}
+
+}  // namespace bitparity::gpu

@@ -1,0 +1,30 @@
+// A case cut to its first rows: every input that its op declares rows-first (TensorSpec::rows_first)
+// keeps its first n rows, the other inputs stay whole. Used to run a reference input at zero rows
+// and at one row without naming any of its tensors.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/registry.h"
+
+namespace bitparity::testing_support {
+
+inline Case first_rows(const OpInfo& op, const Case& c, int64_t n) {
+  Case out = c;
+  for (const TensorSpec& spec : op.input_specs(c.direction)) {
+    auto it = out.inputs.find(spec.name);
+    if (!spec.rows_first || it == out.inputs.end() || it->second.rank() == 0) continue;
+    const Tensor& whole = it->second;
+    Shape shape = whole.shape();
+    const size_t row_bytes = shape[0] > 0 ? whole.nbytes() / static_cast<size_t>(shape[0]) : 0;
+    shape[0] = std::min(n, shape[0]);
+    Tensor cut(whole.dtype(), shape);
+    if (cut.nbytes() > 0) std::memcpy(cut.data(), whole.data(), row_bytes * static_cast<size_t>(shape[0]));
+    it->second = std::move(cut);
+  }
+  return out;
+}
+
+}  // namespace bitparity::testing_support
