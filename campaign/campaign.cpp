@@ -18,6 +18,7 @@
 #include "core/random.h"
 #include "core/safe_file.h"
 #include "corpus/entry.h"
+#include "corpus/replay.h"
 
 namespace bitparity::campaign {
 namespace {
@@ -36,15 +37,12 @@ struct Target {
   std::vector<BackendPair> pairs;
 };
 
-std::string kind_of(const std::string& backend) { return split_backend_name(backend).first; }
-
 void require_available(const Registry& registry, const std::string& backend) {
-  const std::string kind = kind_of(backend);
-  const BackendKind* info = registry.backend(kind);
-  if (!info) throw std::runtime_error("unknown backend kind '" + kind + "' in " + backend + " (see `bitparity list`)");
-  if (info->unavailable_reason)
-    if (std::optional<std::string> why = info->unavailable_reason())
-      throw std::runtime_error(backend + " cannot run here: " + *why);
+  const std::string kind = split_backend_name(backend).first;
+  if (!registry.backend(kind))
+    throw std::runtime_error("unknown backend kind '" + kind + "' in " + backend + " (see `bitparity list`)");
+  if (std::optional<std::string> why = corpus::unavailable_here(registry, backend))
+    throw std::runtime_error(backend + " cannot run here: " + *why);
 }
 
 std::vector<const OpInfo*> selected_ops(const Registry& registry, const std::vector<std::string>& names) {

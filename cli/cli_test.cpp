@@ -9,8 +9,9 @@
 #include "cli/app.h"
 #include "core/case_json.h"
 #include "corpus/entry.h"
-#include "testing/toy_op.h"
+#include "corpus/reproducer.h"
 #include "reports/report.h"
+#include "testing/toy_op.h"
 
 namespace bitparity::cli {
 namespace {
@@ -210,6 +211,181 @@ TEST_F(CliTest, ReplayFailsWithAReproduceLineAndRefusesEmptyFolders) {
   r = run({"replay", path("empty")});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no corpus entries"), std::string::npos) << r.err;
+}
+
+// Issue 10 #5 and #10: every numeric flag rejects NaN, Inf, negative and out-of-range values with
+// an error naming the flag, never a silent saturation or wrap.
+TEST_F(CliTest, NumericFlagsRejectNonFiniteNegativeAndOutOfRangeValues) {
+  auto campaign = [&](const std::string& flag, const std::string& value) {
+    std::vector<std::string> args = {"campaign", "-q", "--pair", "ref:exact,ref:sloppy"};
+    if (flag != "--max-cases") args.insert(args.end(), {"--max-cases", "0"});
+    args.insert(args.end(), {flag, value});
+    return run(args);
+  };
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--budget-seconds", "nan"},  {"--budget-seconds", "inf"},        {"--budget-seconds", "-inf"},
+      {"--budget-seconds", "1e999"}, {"--budget-seconds", "-0.5"},       {"--budget-seconds", "1e10"},
+      {"--seed", "18446744073709551616"}, {"--seed", "-1"},             {"--seed", "+1"},
+      {"--seed", "0x10"},           {"--max-cases", "9223372036854775808"}, {"--max-cases", "-1"},
+      {"--max-cases", "nan"},       {"--max-shrink-calls", "0"},       {"--max-shrink-calls", "2147483648"},
+      {"--shard", "0/9999999999"},  {"--shard", "-1/2"}};
+  for (const auto& [flag, value] : bad) {
+    const Result r = campaign(flag, value);
+    EXPECT_EQ(r.code, 2) << flag << " " << value;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << flag << " " << value << ": " << r.err;
+  }
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--seed", "18446744073709551615"}, {"--budget-seconds", "0.5"}, {"--max-shrink-calls", "1"}})
+    EXPECT_EQ(campaign(flag, value).code, 0) << flag << " " << value << ": " << campaign(flag, value).err;
+}
+
+// Issue 10 #10: a folder given as a case file says so; an unreadable file gives the system's reason.
+TEST_F(CliTest, CaseFilesThatCannotBeReadSayWhy) {
+  Result r = run({"run", "--case", dir_.string(), "--backend", "ref:exact"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("is a folder"), std::string::npos) << r.err;
+  std::ofstream(path("plain")) << "x";
+  r = run({"diff", "--case", path("plain") + "/case.json", "ref:exact", "ref:sloppy"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("Not a directory"), std::string::npos) << r.err;  // strerror(ENOTDIR)
+}
+
+// Issue 10 #8: every output path is checked before any case runs.
+TEST_F(CliTest, OutputPathsAreCheckedBeforeTheCampaignStarts) {
+  const std::vector<std::string> common = {"campaign", "-q", "--pair", "ref:exact,ref:sloppy", "--max-cases", "50"};
+  auto campaign = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  fs::create_directories(path("a_folder"));
+  std::ofstream(path("a_file")) << "x";
+  for (const std::vector<std::string>& outputs :
+       {std::vector<std::string>{"--report", path("a_folder")}, {"--junit", path("a_folder")},
+        {"--corpus", path("a_file")}, {"--report", path("a_file") + "/report.json"}}) {
+    std::vector<std::string> args = outputs;
+    args.insert(args.end(), {"--corpus", path("corpus")});
+    if (outputs[0] == "--corpus") args = outputs;
+    const Result r = campaign(args);
+    EXPECT_EQ(r.code, 2) << outputs[0] << " " << outputs[1];
+    EXPECT_NE(r.err.find(outputs[1]), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "") << "work started: " << r.out;  // no table: no case ran
+    EXPECT_FALSE(fs::exists(path("corpus/toy"))) << "a finding was written before the error";
+  }
+  const std::string c = write_case("case.json", testing::toy_case(1, 2, {3.0f, 1.0f}));
+  const Result r = run({"run", "--case", c, "--backend", "ref:exact", "--out", path("a_folder")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(fs::is_directory(path("a_folder")));
+}
+
+// Issue 10 #8: a corpus write that fails mid-campaign still leaves the summary, with the reason.
+TEST_F(CliTest, TheSummaryIsWrittenWhenACorpusWriteFails) {
+  fs::create_directories(path("corpus"));
+  std::ofstream(path("corpus/toy")) << "x";  // a file where the op's folder of entries must go
+  const Result r = run({"campaign", "-q", "--pair", "ref:exact,ref:sloppy", "--max-cases", "200", "--corpus",
+                        path("corpus"), "--report", path("report.json"), "--junit", path("junit.xml")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("the campaign stopped early: cannot write the corpus entry"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Not a directory"), std::string::npos) << r.err;
+  const reports::Report report = reports::report_from_json(nlohmann::json::parse(std::ifstream(path("report.json"))));
+  ASSERT_TRUE(report.run.error.has_value());
+  EXPECT_EQ(report.findings.size(), 1u);
+  EXPECT_TRUE(fs::exists(path("junit.xml")));
+  EXPECT_NE(r.out.find("the run stopped early"), std::string::npos) << r.out;
+}
+
+// Issue 10 #6: a pair naming a backend kind or contract this binary does not know is an error
+// (exit 2); a known backend that cannot run here is skipped, and the line says why.
+TEST_F(CliTest, ReplayFailsOnUnknownBackendsAndSkipsUnavailableOnes) {
+  nlohmann::json entry = case_to_json(testing::toy_case(1, 2, {3.0f, 1.0f}));
+  entry["finding"] = {{"kind", "bit_mismatch"},
+                      {"pair", {"fake_gpu:exact", "ref:exact"}},
+                      {"output", "y"},
+                      {"signature", "s"}};
+  entry["pins"] = "open";
+  auto replay_with_pair = [&](const std::string& a, const std::string& b) {
+    entry["finding"]["pair"] = {a, b};
+    corpus::write_file_atomically(path("entry.json"), entry.dump());
+    return run({"replay", path("entry.json")});
+  };
+  Result r = replay_with_pair("cuda2:exact", "ref:exact");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("ERROR " + path("entry.json") + ": backend kind 'cuda2'"), std::string::npos) << r.out;
+  r = replay_with_pair("ref:exact", "ref:renamed");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("contract 'renamed'"), std::string::npos) << r.out;
+  r = replay_with_pair("fake_gpu:sloppy", "ref:sloppy");  // a kind that lacks the contract
+  EXPECT_EQ(r.code, 2) << r.out;
+
+  testing::set_fake_gpu_available(false);
+  r = replay_with_pair("fake_gpu:exact", "ref:exact");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("SKIP " + path("entry.json") + ": fake_gpu is unavailable here: no fake device"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 skipped"), std::string::npos) << r.out;
+}
+
+// Issue 10 #10: a shard folder as the README lays it out (corpus/ and report.json side by side).
+TEST_F(CliTest, ReplayOfAShardFolderLeavesItsReportAlone) {
+  const Result c = run({"campaign", "-q", "--pair", "ref:exact,ref:sloppy", "--max-cases", "100", "--corpus",
+                        path("shard0/corpus"), "--report", path("shard0/report.json")});
+  ASSERT_EQ(c.code, 0) << c.err;
+  const Result r = run({"replay", path("shard0")});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("report.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0 errors"), std::string::npos) << r.out;
+  // Named explicitly, a report is not a case: an error.
+  EXPECT_EQ(run({"replay", path("shard0/report.json")}).code, 2);
+}
+
+// The one reproduction path: a bare case runs through every pair, one line each; only errors fail.
+TEST_F(CliTest, ReplayOfABareCaseReportsEveryPair) {
+  const std::string c = write_case("three.json", testing::toy_case(1, 2, {3.0f, 1.0f}));
+  Result r = run({"replay", c});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("CASE " + c + ": toy fwd"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  fake_gpu:exact vs ref:exact: bit_mismatch in y\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ref:exact vs ref:sloppy: bit_mismatch in y\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ref:exact vs ref:strict: agree\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ref:exact vs ref:flat: shape_mismatch in y\n"), std::string::npos) << r.out;
+  testing::set_fake_gpu_available(false);
+  r = run({"replay", c});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("  fake_gpu:exact vs ref:exact: skipped: fake_gpu is unavailable here"), std::string::npos)
+      << r.out;
+  testing::set_fake_gpu_available(true);
+
+  // A reproducer with a pair replays as an open entry; one without, as a bare case.
+  const std::string with_pair = corpus::write_reproducer(testing::toy_case(1, 2, {3.0f, 1.0f}), "bit_mismatch",
+                                                         corpus::BackendPair{"fake_gpu:exact", "ref:exact"}, "",
+                                                         dir_ / "failures");
+  const std::string file = with_pair.substr(with_pair.rfind(' ') + 1);
+  r = run({"replay", file});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("PASS " + file + ": open, still reproduces: bit_mismatch in y"), std::string::npos) << r.out;
+  const std::string bare = corpus::write_reproducer(testing::toy_case(1, 2, {3.0f, 1.0f}), "invariance_violation",
+                                                    std::nullopt, "", dir_ / "failures");
+  r = run({"replay", bare.substr(bare.rfind(' ') + 1)});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(", reported as invariance_violation, 7 pairs"), std::string::npos) << r.out;
+
+  // Another kind on a pair (a backend that disagreed with itself): that pair alone.
+  const std::string same = corpus::write_reproducer(testing::toy_case(1, 2, {3.0f, 1.0f}), "nondeterminism",
+                                                    corpus::BackendPair{"fake_gpu:exact", "fake_gpu:exact"}, "",
+                                                    dir_ / "failures");
+  r = run({"replay", same.substr(same.rfind(' ') + 1)});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(", reported as nondeterminism, 1 pair\n  fake_gpu:exact vs fake_gpu:exact: agree\n"),
+            std::string::npos)
+      << r.out;
+  const std::string unknown = corpus::write_reproducer(testing::toy_case(1, 2, {3.0f, 1.0f}), "nondeterminism",
+                                                       corpus::BackendPair{"gone:exact", "gone:exact"}, "",
+                                                       dir_ / "failures");
+  r = run({"replay", unknown.substr(unknown.rfind(' ') + 1)});
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("backend kind 'gone'"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -68,14 +68,18 @@ void replay_entry(const Registry& registry, const corpus::Entry& entry, bool ver
   }
 }
 
-// A bare case pins nothing: one line per pair says whether it agrees; only errors count.
+// A bare case pins nothing: one line per pair says whether it agrees; only errors count. A
+// reproducer of another kind than a differential finding runs on its own pair alone.
 void replay_case(const Registry& registry, const corpus::ReplayDocument& doc, const ReplayFlags& flags,
                  Tally& tally) {
   ++tally.cases;
+  std::vector<corpus::BackendPair> pairs;
+  if (doc.pair) pairs.push_back(*doc.pair);
   const std::vector<corpus::PairReplay> replays =
-      corpus::replay_case(registry, doc.c, CompareOptions{flags.strict_nan});
-  std::cout << "CASE " << doc.path.string() << ": " << corpus::case_title(doc.c) << ", " << replays.size()
-            << " pairs\n";
+      corpus::replay_case(registry, doc.c, CompareOptions{flags.strict_nan}, pairs);
+  std::cout << "CASE " << doc.path.string() << ": " << corpus::case_title(doc.c)
+            << (doc.kind.empty() ? "" : ", reported as " + doc.kind) << ", " << replays.size()
+            << (replays.size() == 1 ? " pair\n" : " pairs\n");
   if (replays.empty()) std::cout << "  no two implementations of " << doc.c.op << " to compare\n";
   for (const corpus::PairReplay& r : replays) {
     std::cout << "  " << r.pair.name() << ": " << r.summary << "\n";

@@ -47,6 +47,10 @@ bool BackendPair::same_contract() const {
   return contract_a == contract_b;
 }
 
+bool is_differential_kind(std::string_view kind) {
+  return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch;
+}
+
 std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only) {
   std::vector<BackendPair> pairs;
   for (const std::string& impl : registry.impls_of(op)) {

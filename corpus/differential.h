@@ -20,6 +20,9 @@ namespace bitparity::corpus {
 inline constexpr std::string_view kBitMismatch = "bit_mismatch";
 inline constexpr std::string_view kShapeMismatch = "shape_mismatch";
 inline constexpr std::string_view kErrorMismatch = "error_mismatch";
+// Whether `kind` is one of the three above: the kinds a differential run, and so a corpus entry,
+// records. Other harnesses report other kinds (nondeterminism, invariance_violation).
+bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
 // finding, always a counted skip.
 inline constexpr std::string_view kUnmodelled = "unmodelled";

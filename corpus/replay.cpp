@@ -117,12 +117,25 @@ ReplayDocument load_replay_document(const fs::path& path, const Registry& regist
     throw ParseError("", path.string() + ": " + e.what());
   }
   const auto finding = doc.is_object() ? doc.find("finding") : doc.end();
-  if (finding != doc.end() && finding->is_object() && finding->contains("pair")) {
+  const bool has_finding = finding != doc.end() && finding->is_object();
+  const std::string kind = has_finding && finding->contains("kind") && (*finding)["kind"].is_string()
+                               ? (*finding)["kind"].get<std::string>()
+                               : "";
+  // A corpus entry (or a reproducer of a differential finding) has pins and a signature: every
+  // field is checked, and one that lacks either is an error, not a bare case.
+  if (doc.contains("pins") || (has_finding && finding->contains("signature"))) {
     Entry entry = entry_from_json(doc, path, registry);
-    return {path, entry.c, std::move(entry)};
+    return {path, entry.c, std::move(entry), std::nullopt, kind};
   }
   try {
-    return {path, case_from_json(doc, registry), std::nullopt};
+    ReplayDocument replay{path, case_from_json(doc, registry), std::nullopt, std::nullopt, kind};
+    if (has_finding && finding->contains("pair")) {
+      const json& pair = (*finding)["pair"];
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
+        throw ParseError("finding.pair", "expected two backend names [\"kind:contract\", \"kind:contract\"]");
+      replay.pair = parse_pair(pair[0].get<std::string>() + "," + pair[1].get<std::string>(), "finding.pair");
+    }
+    return replay;
   } catch (const ParseError& e) {
     throw ParseError("", path.string() + ": " + e.what());
   }
@@ -134,9 +147,14 @@ std::vector<BackendPair> case_pairs(const Registry& registry, const std::string&
   return pairs;
 }
 
-std::vector<PairReplay> replay_case(const Registry& registry, const Case& c, const CompareOptions& options) {
+std::vector<PairReplay> replay_case(const Registry& registry, const Case& c, const CompareOptions& options,
+                                    std::vector<BackendPair> pairs) {
+  if (pairs.empty()) pairs = case_pairs(registry, c.op);
+  for (const BackendPair& pair : pairs)
+    for (const std::string& backend : {pair.a, pair.b})
+      if (std::optional<std::string> why = unknown_backend(registry, c.op, backend)) throw std::runtime_error(*why);
   std::vector<PairReplay> replays;
-  for (const BackendPair& pair : case_pairs(registry, c.op)) {
+  for (const BackendPair& pair : pairs) {
     PairReplay replay{pair, std::nullopt, ""};
     std::optional<std::string> why = unavailable_here(registry, pair.a);
     if (!why) why = unavailable_here(registry, pair.b);

@@ -37,13 +37,17 @@ std::optional<std::string> unknown_backend(const Registry& registry, const std::
 // Why a known `backend` cannot run here (BackendKind::unavailable_reason); nullopt when it can.
 std::optional<std::string> unavailable_here(const Registry& registry, const std::string& backend);
 
-// What `bitparity replay` reads: an entry when the document has a finding with a pair (a corpus
-// entry, a reproducer of a failing pair), otherwise a bare case (a user's case, a reproducer
-// without a pair). ParseError naming the file and the field.
+// What `bitparity replay` reads: an entry when the document has pins or a finding signature (a
+// corpus entry, a reproducer of a differing pair); a case with its pair when it has a finding with
+// a pair and neither (a reproducer of another kind of failure, such as a nondeterministic cuda:C vs cuda:C);
+// otherwise a bare case (a user's case, a reproducer without a pair). ParseError naming the file
+// and the field.
 struct ReplayDocument {
   std::filesystem::path path;
   Case c;
   std::optional<Entry> entry;
+  std::optional<BackendPair> pair;  // without an entry: the one pair to replay the case on
+  std::string kind;                 // the finding's kind, when the document has one
 };
 ReplayDocument load_replay_document(const std::filesystem::path& path, const Registry& registry);
 // Whether the file is a bitparity-case/1 document (false for a report or other JSON beside a
@@ -60,9 +64,12 @@ struct PairReplay {
   std::optional<DiffResult> result;  // empty when skipped
   std::string summary;               // "agree", "bit_mismatch in y", "skipped: cuda is unavailable: ..."
 };
-std::vector<PairReplay> replay_case(const Registry& registry, const Case& c, const CompareOptions& options = {});
+// Replays the case on `pairs` (case_pairs when empty). A pair naming a backend or contract this
+// binary does not know is a std::runtime_error; an unavailable backend skips the pair.
+std::vector<PairReplay> replay_case(const Registry& registry, const Case& c, const CompareOptions& options = {},
+                                    std::vector<BackendPair> pairs = {});
 
-// "To reproduce: bitparity replay corpus/swiglu/3f9a....json"
+// "To reproduce: bitparity replay corpus/OP/3f9a....json"
 std::string reproduce_line(const std::filesystem::path& path);
 
 }  // namespace bitparity::corpus

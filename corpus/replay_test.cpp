@@ -42,7 +42,7 @@ class ReplayEntry : public ::testing::Test {
   fs::path path_;
 };
 
-// "swiglu/3f9a0c1d2e3f4a5b.json" -> "swiglu_3f9a0c1d2e3f4a5b": a test name ctest and gtest accept.
+// "OP/3f9a0c1d2e3f4a5b.json" -> "OP_3f9a0c1d2e3f4a5b": a test name ctest and gtest accept.
 std::string test_name(const fs::path& path) {
   std::string name = fs::relative(path, kCorpusDir).replace_extension().string();
   for (char& ch : name)

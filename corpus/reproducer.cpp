@@ -32,9 +32,9 @@ json reproducer_document(const Case& c, const std::string& kind, const std::opti
                          const std::string& message) {
   json doc = case_to_json(c);
   json finding = {{"kind", kind}, {"message", message}};
-  if (pair) {
+  if (pair) finding["pair"] = {pair->a, pair->b};
+  if (pair && is_differential_kind(kind)) {
     // The fields a corpus entry has, so that replay checks the pair like any open entry.
-    finding["pair"] = {pair->a, pair->b};
     finding["output"] = "";
     finding["signature"] = reproducer_signature(c, kind, pair);
     finding["strict_nan"] = false;

@@ -22,8 +22,11 @@ inline constexpr std::string_view kDefaultFailureDir = "bitparity-failures";
 std::filesystem::path failure_dir(const std::filesystem::path& dir = {});
 
 // The reproducer document: the case, plus "finding" {kind, message} and, when a pair is given,
-// the pair, an empty output and a signature, with pins "open" (replay reports whether the pair
-// still differs, and never fails on it). Without a pair the document replays as a bare case.
+// the pair. For a differential kind (bit_mismatch, shape_mismatch, error_mismatch) the finding also
+// gets an empty output and a signature, with pins "open": replay checks it like a corpus entry,
+// reporting whether the pair still differs and never failing on it. For another kind
+// (nondeterminism, invariance_violation) replay runs the case on the pair and reports what it
+// shows. Without a pair the document replays as a bare case, on every pair of implementations.
 nlohmann::json reproducer_document(const Case& c, const std::string& kind, const std::optional<BackendPair>& pair,
                                    const std::string& message);
 

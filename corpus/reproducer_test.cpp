@@ -96,6 +96,23 @@ TEST_F(ReproducerTest, WithoutAPairTheFileIsABareCase) {
   fs::remove_all(dir);
 }
 
+TEST_F(ReproducerTest, OtherKindsOnAPairAreNotPinned) {
+  const fs::path dir = fresh_dir("other_kind");
+  const BackendPair same{"fake_gpu:exact", "fake_gpu:exact"};
+  const fs::path path = named_path(write_reproducer(with_three, "nondeterminism", same, "", dir));
+  const nlohmann::json doc = nlohmann::json::parse(read(path));
+  EXPECT_FALSE(doc.contains("pins"));  // not a corpus finding: replay runs the pair and reports
+  EXPECT_EQ(doc["finding"]["pair"], nlohmann::json({"fake_gpu:exact", "fake_gpu:exact"}));
+  const ReplayDocument replay = load_replay_document(path, registry);
+  EXPECT_FALSE(replay.entry.has_value());
+  ASSERT_TRUE(replay.pair.has_value());
+  EXPECT_EQ(*replay.pair, same);
+  EXPECT_EQ(replay.kind, "nondeterminism");
+  EXPECT_TRUE(load_replay_document(named_path(write_reproducer(with_three, "bit_mismatch", gpu, "", dir)), registry)
+                  .entry.has_value());
+  fs::remove_all(dir);
+}
+
 TEST_F(ReproducerTest, FolderComesFromTheEnvironmentThenTheDefault) {
   const fs::path dir = fresh_dir("env");
   ::setenv(std::string(kFailureDirVariable).c_str(), dir.c_str(), 1);
