@@ -6,9 +6,9 @@
 
 #include "core/case_json.h"
 #include "core/error.h"
-#include "corpus/testing/fake_registry.h"
 #include "fuzz/case_decoder.h"
 #include "fuzz/invariants.h"
+#include "testing/toy_op.h"
 
 namespace bitparity::fuzz {
 namespace {

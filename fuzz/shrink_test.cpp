@@ -6,8 +6,8 @@
 
 #include "core/case_json.h"
 #include "corpus/differential.h"
-#include "corpus/testing/fake_registry.h"
 #include "fuzz/shrink.h"
+#include "testing/toy_op.h"
 
 namespace bitparity::fuzz {
 namespace {
