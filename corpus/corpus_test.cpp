@@ -158,6 +158,33 @@ TEST_F(CorpusTest, UnavailableBackendSkipsWithTheReason) {
   fs::remove_all(dir);
 }
 
+// Issue 10 #6: an unknown kind or contract is an error; a known kind that cannot run here (even one
+// that registered no implementations, as a backend left out of the build) is a skip.
+TEST_F(CorpusTest, UnknownNamesAreErrorsAndUnavailableKindsSkip) {
+  const fs::path dir = fresh_dir("unknown");
+  const Entry entry = load_entry(write(dir, with_three, {"fake_gpu:exact", "ref:exact"}, "fixed"), registry);
+  auto with_pair = [&](const BackendPair& pair) {
+    Entry e = entry;
+    e.pair = pair;
+    return replay_entry(registry, e);
+  };
+  ReplayResult r = with_pair({"gone:exact", "ref:exact"});
+  EXPECT_EQ(r.status, ReplayStatus::kError);
+  EXPECT_NE(r.summary.find("backend kind 'gone'"), std::string::npos) << r.summary;
+  r = with_pair({"ref:exact", "ref:renamed"});
+  EXPECT_EQ(r.status, ReplayStatus::kError);
+  EXPECT_NE(r.summary.find("contract 'renamed'"), std::string::npos) << r.summary;
+  EXPECT_EQ(with_pair({"fake_gpu:sloppy", "ref:sloppy"}).status, ReplayStatus::kError);  // no such implementation
+
+  registry.add_backend({"absent", "a backend left out of this build", [] {
+                          return std::optional<std::string>("built without it");
+                        }});
+  r = with_pair({"absent:exact", "ref:exact"});
+  EXPECT_EQ(r.status, ReplayStatus::kSkip);
+  EXPECT_EQ(r.summary, "absent is unavailable here: built without it");
+  fs::remove_all(dir);
+}
+
 TEST_F(CorpusTest, BrokenEntriesNameTheFileAndTheField) {
   const fs::path dir = fresh_dir("broken");
   const fs::path good = write(dir, with_three, kExactVsSloppy, "divergence");

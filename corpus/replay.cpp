@@ -72,7 +72,6 @@ std::optional<std::string> unknown_backend(const Registry& registry, const std::
   const OpInfo* info = registry.op(op);
   if (!info || !info->has_contract(contract))
     return "contract '" + contract + "' of " + backend + " is not a contract of " + op + " (see `bitparity list`)";
-  if (!registry.impl(op, backend)) return backend + " does not implement " + op + " (see `bitparity list`)";
   return std::nullopt;
 }
 
@@ -84,12 +83,22 @@ std::optional<std::string> unavailable_here(const Registry& registry, const std:
   return std::nullopt;
 }
 
+std::optional<ReplayResult> cannot_replay(const Registry& registry, const std::string& op, const BackendPair& pair) {
+  for (const std::string& backend : {pair.a, pair.b})
+    if (std::optional<std::string> why = unknown_backend(registry, op, backend))
+      return ReplayResult{ReplayStatus::kError, *why, ""};
+  // Before the implementation check: a backend that cannot run here may not have registered any.
+  for (const std::string& backend : {pair.a, pair.b})
+    if (std::optional<std::string> why = unavailable_here(registry, backend))
+      return ReplayResult{ReplayStatus::kSkip, *why, ""};
+  for (const std::string& backend : {pair.a, pair.b})
+    if (!registry.impl(op, backend))
+      return ReplayResult{ReplayStatus::kError, backend + " does not implement " + op + " (see `bitparity list`)", ""};
+  return std::nullopt;
+}
+
 ReplayResult replay_entry(const Registry& registry, const Entry& entry) {
-  for (const std::string& backend : {entry.pair.a, entry.pair.b})
-    if (std::optional<std::string> why = unknown_backend(registry, entry.c.op, backend))
-      return {ReplayStatus::kError, *why, ""};
-  for (const std::string& backend : {entry.pair.a, entry.pair.b})
-    if (std::optional<std::string> why = unavailable_here(registry, backend)) return {ReplayStatus::kSkip, *why, ""};
+  if (std::optional<ReplayResult> why = cannot_replay(registry, entry.c.op, entry.pair)) return *why;
   const DiffResult r = diff_case(registry, entry.c, entry.pair, CompareOptions{entry.strict_nan});
   // A reference that now calls the input unmodelled no longer tests anything the entry pins.
   if (r.verdict == DiffVerdict::kSkip && entry.pins != kPinOpen)
@@ -151,15 +160,13 @@ std::vector<PairReplay> replay_case(const Registry& registry, const Case& c, con
                                     std::vector<BackendPair> pairs) {
   if (pairs.empty()) pairs = case_pairs(registry, c.op);
   for (const BackendPair& pair : pairs)
-    for (const std::string& backend : {pair.a, pair.b})
-      if (std::optional<std::string> why = unknown_backend(registry, c.op, backend)) throw std::runtime_error(*why);
+    if (std::optional<ReplayResult> why = cannot_replay(registry, c.op, pair); why && why->status == ReplayStatus::kError)
+      throw std::runtime_error(why->summary);
   std::vector<PairReplay> replays;
   for (const BackendPair& pair : pairs) {
     PairReplay replay{pair, std::nullopt, ""};
-    std::optional<std::string> why = unavailable_here(registry, pair.a);
-    if (!why) why = unavailable_here(registry, pair.b);
-    if (why) {
-      replay.summary = "skipped: " + *why;
+    if (std::optional<ReplayResult> why = cannot_replay(registry, c.op, pair)) {
+      replay.summary = "skipped: " + why->summary;
     } else {
       replay.result = diff_case(registry, c, pair, options);
       replay.summary = replay.result->verdict == DiffVerdict::kAgree ? "agree" : describe(*replay.result);

@@ -31,11 +31,14 @@ struct ReplayResult {
 // backend without a GPU) skips with the reason.
 ReplayResult replay_entry(const Registry& registry, const Entry& entry);
 
-// Why `backend` ("kind:contract") cannot be named for `op` in this binary (an unknown kind, an
-// unknown contract, no implementation); nullopt when it can.
+// Why `backend` ("kind:contract") cannot be named for `op` in this binary (a backend kind it does
+// not know, a contract the op does not have); nullopt when it can.
 std::optional<std::string> unknown_backend(const Registry& registry, const std::string& op, const std::string& backend);
 // Why a known `backend` cannot run here (BackendKind::unavailable_reason); nullopt when it can.
 std::optional<std::string> unavailable_here(const Registry& registry, const std::string& backend);
+// Why the pair cannot be replayed on `op`: kError for an unknown name (unknown_backend) or a kind
+// that lacks the implementation, kSkip for a known backend unavailable here; nullopt when it can.
+std::optional<ReplayResult> cannot_replay(const Registry& registry, const std::string& op, const BackendPair& pair);
 
 // What `bitparity replay` reads: an entry when the document has pins or a finding signature (a
 // corpus entry, a reproducer of a differing pair); a case with its pair when it has a finding with
