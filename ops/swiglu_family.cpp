@@ -349,12 +349,19 @@ std::vector<ErrorInput> error_inputs(const std::string& op, Direction direction)
   };
   add("y_rank1", [](Case& c) { c.inputs["y"] = Tensor(DType::kBF16, {2 * kF}); }, "shape", "y");
   add("y_odd_width", [](Case& c) { c.inputs["y"] = Tensor(DType::kBF16, {kRows, 2 * kF + 1}); }, "shape", "y");
-  add("y_int32", [](Case& c) { c.inputs["y"] = Tensor(DType::kI32, {kRows, 2 * kF}); }, "dtype",
-      scaled ? "X" : "y", scaled ? paddle : std::vector<std::string>{});
+  // y and g of one dtype that no contract accepts (g follows y, so that the dtype rule, not g's
+  // own check, is what rejects it).
+  auto int32_y = [](Case& c) {
+    c.inputs["y"] = Tensor(DType::kI32, {kRows, 2 * kF});
+    if (c.inputs.count("g")) c.inputs["g"] = Tensor(DType::kI32, {kRows, kF});
+  };
   if (scaled) {
-    add("y_int32", [](Case& c) { c.inputs["y"] = Tensor(DType::kI32, {kRows, 2 * kF}); }, "dtype", "y", megatron);
-    out.back().name = "y_int32_megatron";
-    out[out.size() - 2].name = "y_int32_paddle";
+    add("y_int32_paddle", int32_y, "dtype", "X", paddle);
+    add("y_int32_megatron", int32_y, "dtype", "y", megatron);
+  } else {
+    add("y_int32", int32_y, "dtype", "y");
+  }
+  if (scaled) {
     add("scale_rows_by_2", [](Case& c) { c.inputs["scale"] = Tensor(DType::kFP32, {kRows, 2}); }, "shape", "scale");
     add("scale_rank3", [](Case& c) { c.inputs["scale"] = Tensor(DType::kFP32, {kRows, 1, 1}); }, "shape", "scale");
     add("scale_wrong_rows", [](Case& c) { c.inputs["scale"] = Tensor(DType::kFP32, {kRows + 1}); }, "shape", "scale");
