@@ -64,9 +64,7 @@ AttrValue parse_attr(const json& j, const AttrSpec& spec, const std::string& fie
     case AttrType::kBool:
       if (!j.is_boolean()) throw ParseError(field, "expected true or false, got " + json_type(j));
       return j.get<bool>();
-    case AttrType::kString:
-      if (!j.is_string()) throw ParseError(field, "expected a string, got " + json_type(j));
-      return j.get<std::string>();
+    case AttrType::kString: return as_string(j, field);
   }
   throw ParseError(field, "unknown attribute type");
 }
