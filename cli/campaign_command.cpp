@@ -134,8 +134,9 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       "finding (a bug) was written; 2 on an error (a corpus write that failed still writes the summary); 130 "
       "when interrupted (after writing the corpus and the summary).");
   app->add_option("--budget-seconds", f->budget_seconds, "wall-clock budget in seconds, finite, >= 0")
+      ->type_name("SECONDS")
       ->capture_default_str();
-  app->add_option("--seed", f->seed, "seed of the case stream, 0 .. 2^64-1")->capture_default_str();
+  app->add_option("--seed", f->seed, "seed of the case stream, 0 .. 2^64-1")->type_name("UINT64")->capture_default_str();
   app->add_option("--pair", f->pairs, "A,B backend pair; repeat for several (default: see above)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
   app->add_option("--corpus", f->corpus_dir,
@@ -143,9 +144,12 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                   "already there are not written again");
   app->add_option("--report", f->report_file, "write the bitparity-report/1 JSON summary here");
   app->add_option("--junit", f->junit_file, "write JUnit XML here (one testcase per op x pair)");
-  app->add_option("--shard", f->shard, "run shard i of n (i/n): its own seed, every n-th case")->capture_default_str();
-  app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards), >= 0");
+  app->add_option("--shard", f->shard, "run shard i of n (i/n): its own seed, every n-th case")
+      ->type_name("I/N")->capture_default_str();
+  app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards), >= 0")
+      ->type_name("N");
   app->add_option("--max-shrink-calls", f->max_shrink_calls, "predicate calls per shrink, >= 1")
+      ->type_name("N")
       ->capture_default_str();
   app->add_option("--same-contract-pin", f->same_contract_pin,
                   "pin of new same-contract findings: open (reported) or fixed (replay fails until fixed)")
