@@ -21,6 +21,12 @@ const Registry& builtin_registry() {
     r.add_impls("ref", ref::swiglu_scale_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
+#else
+    // Known but absent, so that a cuda:C entry replays as a skip with this reason, not as an
+    // unknown backend.
+    r.add_backend({"cuda", "bitparity's CUDA kernels (sm_90)", [] {
+                     return std::optional<std::string>("this binary was built without CUDA (no nvcc)");
+                   }});
 #endif
     return r;
   }();
