@@ -57,12 +57,15 @@ bool is_inside(const fs::path& root, const fs::path& path) {
   return pi != p.end();
 }
 
-// A backend of the pair: a plain kind and a contract the op has. The kind may be one this build
-// lacks (a CUDA shard merged on a CPU machine); the contract must be the registry's.
-void check_backend(const OpInfo& op, const std::string& backend, const fs::path& path) {
+// A backend of the pair: a kind the registry knows (a build without CUDA knows the cuda kind, as
+// unavailable) and a contract the op has.
+void check_backend(const Registry& registry, const OpInfo& op, const std::string& backend, const fs::path& path) {
   const auto [kind, contract] = split_backend_name(backend);
   if (!is_plain_name(kind))
     throw ParseError("", path.string() + ": finding.pair: backend kind " + excerpt(kind) + " is not a plain name");
+  if (!registry.backend(kind))
+    throw ParseError("", path.string() + ": finding.pair: unknown backend kind " + excerpt(kind) +
+                             " (see `bitparity list`)");
   if (!op.has_contract(contract))
     throw ParseError("", path.string() + ": finding.pair: " + op.name + " has no contract " + excerpt(contract) +
                              " (see `bitparity list`)");
@@ -75,7 +78,7 @@ ValidEntry validate_entry(const corpus::StoredEntry& stored, const Registry& reg
   const corpus::Entry entry = corpus::entry_from_json(stored.document, stored.path, registry);
   const OpInfo& op = *registry.op(entry.c.op);  // case_from_json found it
   if (!is_plain_name(op.name)) throw ParseError("", stored.path.string() + ": op: not a plain name");
-  for (const std::string& backend : {entry.pair.a, entry.pair.b}) check_backend(op, backend, stored.path);
+  for (const std::string& backend : {entry.pair.a, entry.pair.b}) check_backend(registry, op, backend, stored.path);
   if (entry.kind != corpus::kErrorMismatch && op.validate)
     for (const std::string& backend : {entry.pair.a, entry.pair.b}) try {
         op.validate(entry.c, *op.contract(split_backend_name(backend).second));

@@ -252,6 +252,7 @@ TEST_F(MergeTest, d03_InvalidEntriesAreRejectedBeforeAnythingIsWritten) {
   bad([](json& e) { e["inputs"]["x"]["hex"] = "3f80zz00"; }, "inputs.x.hex");
   bad([](json& e) { e["finding"]["pair"] = {"ref:exact", "ref:renamed"}; }, "no contract");
   bad([](json& e) { e["finding"]["pair"] = {"ref:exact", "../x:sloppy"}; }, "not a plain name");
+  bad([](json& e) { e["finding"]["pair"] = {"tpu:exact", "ref:sloppy"}; }, "unknown backend kind");
   bad([](json& e) { e["inputs"]["x"]["shape"] = {4611686018427387904, 0}; e["inputs"]["x"]["hex"] = ""; },
       "inputs.x.shape");
   // The toy's exact contract rejects rank 3: a bit mismatch cannot have come from such a case.
