@@ -25,15 +25,7 @@ OpInfo swiglu() {
       {"megatron_unfused", "megatron_eager's arithmetic with the unfused glu() clamp gate: clamp whenever present",
        kMegatronFrom, ClampGate::kPresent}};
   op.validate = swiglu_family::validate_swiglu;
-  op.generate = [](Direction d) { return swiglu_family::generate("swiglu", d); };
-  op.required_tags = [](Direction d) { return swiglu_family::required_tags("swiglu", d); };
-  op.classes = swiglu_family::classes;
-  op.error_inputs = [](Direction d) { return swiglu_family::error_inputs("swiglu", d); };
-  op.reference_inputs = [contracts = op.contracts](Direction d) {
-    return swiglu_family::reference_inputs("swiglu", contracts, d);
-  };
-  op.shrink_shape = swiglu_family::shrink_shape;
-  op.oracle = swiglu_family::oracle;
+  swiglu_family::add_family_generators(op);
   return op;
 }
 

@@ -296,13 +296,11 @@ OutputMetas validate_swiglu_scale(const Case& c, const ContractInfo& contract) {
   return {{"d_y", {{rows, 2 * F}, y.dtype()}}, {"d_scale", {d_scale, scale.dtype()}}};
 }
 
-rc::Gen<Case> generate(const std::string& op, Direction direction) { return generate_case(op, direction); }
-std::vector<Case> shrink_shape(const Case& c) { return shrink_family(c); }
-CaseClasses classes(const Case& c) { return family_classes(c); }
-
 // style.md: show that the edge classes (zero rows, M < 17, 1-D scale, clamp <= 0, NaN/Inf/-0/
 // subnormal values) are actually generated; the hidden sizes (small, GLM-4.5-Air's 1408, not a
 // multiple of the 16-byte vector) and the scale ranks too.
+namespace {
+
 std::vector<std::string> required_tags(const std::string& op, Direction direction) {
   std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=17", "rows=32", "rows=large",
                                    "clamp=none", "clamp=0", "clamp=-0", "clamp=negative", "clamp=tiny",
@@ -320,8 +318,6 @@ std::vector<std::string> required_tags(const std::string& op, Direction directio
 
 // --- error inputs --------------------------------------------------------------------------------
 
-namespace {
-
 Case small_case(const std::string& op, Direction direction, int64_t rows, int64_t F, DType act = DType::kBF16) {
   Case c;
   c.op = op;
@@ -331,8 +327,6 @@ Case small_case(const std::string& op, Direction direction, int64_t rows, int64_
   if (direction == Direction::kBackward) c.inputs["g"] = Tensor(act, {rows, F});
   return c;
 }
-
-}  // namespace
 
 std::vector<ErrorInput> error_inputs(const std::string& op, Direction direction) {
   constexpr int64_t kRows = 2, kF = 8;
@@ -395,8 +389,6 @@ std::vector<ErrorInput> error_inputs(const std::string& op, Direction direction)
 
 // --- reference inputs ------------------------------------------------------------------------------
 
-namespace {
-
 constexpr int64_t kReferenceRows[] = {16384, 65536};
 constexpr int64_t kReferenceF[] = {kGlmExpertF, 4096};  // GLM-4.5-Air's expert F; a wide expert
 constexpr double kReferenceClamp = 7.0;
@@ -413,8 +405,6 @@ Case reference_case(const std::string& op, Direction direction, int64_t rows, in
   if (direction == Direction::kBackward) c.inputs["g"] = gen::large_tensor(DType::kBF16, {rows, F}, kSeedG);
   return c;
 }
-
-}  // namespace
 
 // Every benchmark shape without a clamp for the contracts whose kernels differ (Megatron's and
 // PaddleFleet's); the GLM-4.5-Air shape with a clamp of 7 for the contracts that clamp it.
@@ -482,6 +472,19 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
     }
   }
   return truth;
+}
+
+}  // namespace
+
+void add_family_generators(OpInfo& op) {
+  const std::string name = op.name;
+  op.generate = [name](Direction d) { return generate_case(name, d); };
+  op.required_tags = [name](Direction d) { return required_tags(name, d); };
+  op.classes = family_classes;
+  op.error_inputs = [name](Direction d) { return error_inputs(name, d); };
+  op.reference_inputs = [name, contracts = op.contracts](Direction d) { return reference_inputs(name, contracts, d); };
+  op.shrink_shape = shrink_family;
+  op.oracle = oracle;
 }
 
 }  // namespace bitparity::ops::swiglu_family

@@ -38,16 +38,11 @@ bool is_shipped_clamp_shape(const ContractInfo& contract);
 OutputMetas validate_swiglu(const Case& c, const ContractInfo& contract);
 OutputMetas validate_swiglu_scale(const Case& c, const ContractInfo& contract);
 
-rc::Gen<Case> generate(const std::string& op, Direction direction);
-std::vector<std::string> required_tags(const std::string& op, Direction direction);
-std::vector<Case> shrink_shape(const Case& c);
-CaseClasses classes(const Case& c);
-std::vector<ErrorInput> error_inputs(const std::string& op, Direction direction);
-std::vector<ReferenceInput> reference_inputs(const std::string& op, const std::vector<ContractInfo>& contracts,
-                                             Direction direction);
-// The exact values under Megatron's semantics (clamp when > 0, NaN propagates), in fp64 with the
-// d_scale row sums in MPFR (Eigen's MPRealSupport).
-std::map<std::string, std::vector<double>> oracle(const Case& c);
+// Sets what the two ops share on a record whose name and contracts are set: the sample
+// generator and its required tags, the classes, the error and reference inputs, the shape
+// shrinker, and the oracle (the exact values under Megatron's semantics, clamp when > 0 and NaN
+// propagating, in fp64 with the d_scale row sums in MPFR through Eigen's MPRealSupport).
+void add_family_generators(OpInfo& op);
 
 }  // namespace swiglu_family
 }  // namespace bitparity::ops

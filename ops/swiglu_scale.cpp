@@ -38,15 +38,7 @@ OpInfo swiglu_scale() {
       {"paddle_fused_shipped", "paddle_fused, but the clamp kernels return d_scale as [rows, 1] for any scale rank",
        kPaddleFrom, ClampGate::kPositive}};
   op.validate = swiglu_family::validate_swiglu_scale;
-  op.generate = [](Direction d) { return swiglu_family::generate("swiglu_scale", d); };
-  op.required_tags = [](Direction d) { return swiglu_family::required_tags("swiglu_scale", d); };
-  op.classes = swiglu_family::classes;
-  op.error_inputs = [](Direction d) { return swiglu_family::error_inputs("swiglu_scale", d); };
-  op.reference_inputs = [contracts = op.contracts](Direction d) {
-    return swiglu_family::reference_inputs("swiglu_scale", contracts, d);
-  };
-  op.shrink_shape = swiglu_family::shrink_shape;
-  op.oracle = swiglu_family::oracle;
+  swiglu_family::add_family_generators(op);
   return op;
 }
 
