@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
+#include "testing/scratch.h"
 #include "testing/toy_op.h"
 
 namespace bitparity::corpus {
@@ -22,17 +23,8 @@ using testing::toy_case;
 
 const BackendPair kExactVsSloppy{"ref:exact", "ref:sloppy"};
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("bitparity_corpus_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("corpus_test", name); }
+std::string read(const fs::path& path) { return testing::read_text(path); }
 
 class CorpusTest : public ::testing::Test {
  protected:

@@ -12,6 +12,7 @@
 #include "corpus/entry.h"
 #include "corpus/replay.h"
 #include "corpus/reproducer.h"
+#include "testing/scratch.h"
 #include "testing/toy_op.h"
 
 namespace bitparity::corpus {
@@ -21,18 +22,8 @@ namespace fs = std::filesystem;
 using testing::make_fake_registry;
 using testing::toy_case;
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("bitparity_reproducer_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string read(const fs::path& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+fs::path fresh_dir(const std::string& name) { return testing::fresh_dir("reproducer_test", name); }
+std::string read(const fs::path& path) { return testing::read_text(path); }
 
 constexpr std::string_view kPrefix = "To reproduce: bitparity replay ";
 
