@@ -51,6 +51,11 @@ struct ContractInfo {
   std::string doc;
   std::string derived_from;  // "PyTorch 2.11, CUDA 13.0, sm_90", shown by `list` and reports
   ClampGate clamp_gate = ClampGate::kNone;
+  // The result depends on the order in which atomic additions arrive (the unaligned baselines'
+  // index_add_/scatter_add_): the reference fixes one order (ascending position), and a backend of
+  // such a contract is judged by the determinism property (same case twice, same bits), which is
+  // expected to find the order it depends on, not by bit equality with the reference.
+  bool order_of_arrival = false;
 };
 
 // What a signature records about a case besides the op and the finding: coarse classes that
@@ -111,6 +116,10 @@ struct OpInfo {
   std::function<std::vector<ErrorInput>(Direction)> error_inputs;
   // Reference inputs: large realistic shapes for GPU tests and benchmarks.
   std::function<std::vector<ReferenceInput>(Direction)> reference_inputs;
+  // The case restricted to rows [r0, r0 + n) of its rows-first inputs, for ops whose other inputs
+  // are indexed through the rows (a permute's [T*k, H] tensors, selected through the routing map).
+  // Absent: every rows-first input is cut and the other inputs are kept.
+  std::function<Case(const Case&, int64_t r0, int64_t n)> take_rows;
   // Strictly smaller variants of a case's shape, most aggressive first (shrinking).
   std::function<std::vector<Case>(const Case&)> shrink_shape;
   // The true value of every output element (fp64, MPFR where fp64 is not enough), for

@@ -1,7 +1,9 @@
 #include "ops/builtin.h"
 
+#include "ops/routing.h"
 #include "ops/swiglu_family.h"
 #include "reference/backend.h"
+#include "reference/routing.h"
 #include "reference/swiglu.h"
 #ifdef BITPARITY_HAVE_CUDA
 #include "gpu/register.h"
@@ -17,8 +19,14 @@ const Registry& builtin_registry() {
     r.add_backend(ref::backend());
     r.add_op(ops::swiglu());
     r.add_op(ops::swiglu_scale());
+    // [router_topk op]
+    // [permute op]
+    // [unpermute op]
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
+    // [router_topk impls]
+    // [permute impls]
+    // [unpermute impls]
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #else

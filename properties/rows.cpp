@@ -69,6 +69,8 @@ Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n) {
 }
 
 Case take_rows(const Case& c, int64_t r0, int64_t n) {
+  const OpInfo& op = op_info(c.op);
+  if (op.take_rows) return op.take_rows(c, r0, n);
   Case out = c;
   for (const std::string& name : row_inputs(op_info(c.op), c.direction))
     if (const Tensor* t = c.input(name)) out.inputs[name] = tensor_rows(*t, r0, n);
@@ -84,7 +86,9 @@ rc::Gen<Case> refill_other_rows(const Case& c, int64_t keep) {
     Case out = c;
     for (const std::string& name : row_inputs(op_info(c.op), c.direction)) {
       const Tensor* t = c.input(name);
-      if (!t) continue;
+      // Integer and boolean row inputs are structure (routing maps, indices), not values: drawn
+      // anew they would make a case the op rejects, so they are kept.
+      if (!t || !is_floating(t->dtype())) continue;
       Tensor fresh = gen::tensor(t->dtype(), t->shape(), family)(random.split(), kFreshRowsSize).value();
       const size_t row_bytes = static_cast<size_t>(row_width(*t) * dtype_size(t->dtype()));
       if (row_bytes > 0) std::memcpy(fresh.data() + keep * row_bytes, t->data() + keep * row_bytes, row_bytes);

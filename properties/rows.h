@@ -35,11 +35,13 @@ int64_t case_rows(const Case& c);
 // Rows [r0, r0 + n) of a tensor whose first dimension is rows; rank and other dims unchanged.
 Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n);
 
-// The case restricted to rows [r0, r0 + n): every row input cut, the other inputs and the attrs kept.
+// The case restricted to rows [r0, r0 + n): the op's take_rows where it has one, otherwise every
+// row input cut and the other inputs and the attrs kept.
 Case take_rows(const Case& c, int64_t r0, int64_t n);
 
 // The case with every row except `keep` refilled with fresh random values of the same dtype
-// and shape (each row input drawn anew by core/gen, then row `keep` copied back).
+// and shape (each floating row input drawn anew by core/gen, then row `keep` copied back; integer
+// and boolean row inputs, the case's structure, kept).
 rc::Gen<Case> refill_other_rows(const Case& c, int64_t keep);
 
 }  // namespace bitparity::props

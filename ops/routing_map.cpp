@@ -1,0 +1,1 @@
+#include "ops/routing_map.h"
