@@ -1,6 +1,12 @@
-// Replays outputs recorded from eager PyTorch on an H200 (peers/torch/record_swiglu.py) against
-// ref:<contract>: the reference must reproduce PyTorch's bits, not only our reading of its source.
+// Replays outputs recorded from eager PyTorch on an H200 (every peers/torch/*.jsonl, written by the
+// recorders beside them) against ref:<contract>: the reference must reproduce PyTorch's bits, not
+// only our reading of its source. Every op in the registry that has a recording is replayed; each
+// recording must hold enough cases, mostly with non-zero outputs, to prove something.
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -27,37 +33,60 @@ std::vector<Recorded> load(const std::string& path) {
   return out;
 }
 
+// The recordings beside the recorders, sorted by name.
+std::vector<std::filesystem::path> recordings() {
+  const std::filesystem::path dir = std::filesystem::path(BITPARITY_SOURCE_DIR) / "peers" / "torch";
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".jsonl") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 TEST(PeerReplayTest, ReferenceReproducesEagerPyTorch) {
-  const std::string path = std::string(BITPARITY_SOURCE_DIR) + "/peers/torch/swiglu_family.jsonl";
-  const std::vector<Recorded> recorded = load(path);
-  ASSERT_GE(recorded.size(), 100u) << "recorded cases missing from " << path;
-  int compared = 0, unmodelled = 0, nonzero_outputs = 0;
-  for (const Recorded& r : recorded) {
-    const Case c = case_from_json(r.doc, builtin_registry());
-    const std::string contract = r.doc.at("provenance").at("contract").get<std::string>();
-    const TensorMap expected = tensors_from_json(r.doc.at("outputs"), "outputs");
-    TensorMap got;
-    try {
-      got = run_impl(builtin_registry(), "ref:" + contract, c);
-    } catch (const RejectError& e) {
-      ASSERT_EQ(e.error_class(), "unmodelled") << path << ":" << r.line << ": " << e.what();
-      ++unmodelled;
-      continue;
+  const std::vector<std::filesystem::path> files = recordings();
+  ASSERT_FALSE(files.empty()) << "no recordings in peers/torch";
+  std::set<std::string> ops_recorded;
+  for (const std::filesystem::path& file : files) {
+    const std::string path = file.string();
+    const std::vector<Recorded> recorded = load(path);
+    ASSERT_GE(recorded.size(), 100u) << "recorded cases missing from " << path;
+    int compared = 0, unmodelled = 0, nonzero_outputs = 0;
+    std::map<std::string, int> per_op;
+    for (const Recorded& r : recorded) {
+      const Case c = case_from_json(r.doc, builtin_registry());
+      const std::string contract = r.doc.at("provenance").at("contract").get<std::string>();
+      const TensorMap expected = tensors_from_json(r.doc.at("outputs"), "outputs");
+      ops_recorded.insert(c.op);
+      TensorMap got;
+      try {
+        got = run_impl(builtin_registry(), "ref:" + contract, c);
+      } catch (const RejectError& e) {
+        ASSERT_EQ(e.error_class(), "unmodelled") << path << ":" << r.line << ": " << e.what();
+        ++unmodelled;
+        continue;
+      }
+      const Comparison cmp = compare_outputs(got, expected);
+      EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
+          << path << ":" << r.line << "\n"
+          << format_comparison(cmp, c.op + " " + std::string(direction_name(c.direction)), "ref:" + contract, "torch");
+      ++compared;
+      ++per_op[c.op + " " + std::string(direction_name(c.direction)) + " " + contract];
+      for (const auto& [name, t] : expected)
+        for (int64_t i = 0; i < t.numel(); ++i)
+          if (t.f64(i) != 0) {
+            ++nonzero_outputs;
+            break;
+          }
     }
-    const Comparison cmp = compare_outputs(got, expected);
-    EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
-        << path << ":" << r.line << "\n"
-        << format_comparison(cmp, c.op + " " + std::string(direction_name(c.direction)), "ref:" + contract, "torch");
-    ++compared;
-    for (const auto& [name, t] : expected)
-      for (int64_t i = 0; i < t.numel(); ++i)
-        if (t.f64(i) != 0) {
-          ++nonzero_outputs;
-          break;
-        }
+    EXPECT_GT(nonzero_outputs, compared / 2) << path << ": recorded outputs are mostly zero: the comparison proves little";
+    std::printf("%s: compared %d recorded cases, %d unmodelled\n", file.filename().c_str(), compared, unmodelled);
+    for (const auto& [what, n] : per_op) std::printf("  %-48s %d\n", what.c_str(), n);
   }
-  EXPECT_GT(nonzero_outputs, compared / 2) << "recorded outputs are mostly zero: the comparison proves little";
-  std::printf("compared %d recorded cases, %d unmodelled\n", compared, unmodelled);
+  // Every op is pinned to the real framework: an op without a recording is checked only against
+  // our reading of its source.
+  for (const OpInfo& op : builtin_registry().ops())
+    EXPECT_TRUE(ops_recorded.count(op.name)) << op.name << " has no recording of eager PyTorch in peers/torch";
 }
 
 }  // namespace
