@@ -102,7 +102,7 @@ import xml.etree.ElementTree as ET
 results = sys.argv[1]
 logs = os.path.join(results, "logs")
 passed = failed = skipped = 0
-failures, findings, device = [], [], ""
+failures, findings, arrivals, device = [], [], [], ""
 for path in sorted(glob.glob(os.path.join(logs, "tests-*.xml"))):
     for case in ET.parse(path).getroot().iter("testcase"):
         if case.get("result") == "suppressed":
@@ -122,6 +122,8 @@ for path in sorted(glob.glob(os.path.join(logs, "tests-*.xml"))):
 for path in sorted(glob.glob(os.path.join(logs, "tests-*.log"))):
     text = open(path, errors="replace").read()
     findings += [l.strip() for l in text.splitlines() if l.startswith(("[ FINDING  ]", "[ MISMATCH ]"))]
+    # Order-of-arrival contracts (atomic baselines): differences between runs are expected, shown apart.
+    arrivals += [l.strip() for l in text.splitlines() if l.startswith("[ ARRIVAL  ]")]
     m = re.search(r"^device: (.*)$", text, re.M)
     device = device or (m.group(1) if m else "")
 xml_count = len(glob.glob(os.path.join(logs, "tests-*.xml")))
@@ -135,6 +137,10 @@ for f, message in failures:
 print(f"findings: {len(findings)}")
 for f in findings:
     print("  " + f[:220])
+if arrivals:
+    print(f"order-of-arrival contracts (expected, not findings): {len(arrivals)}")
+    for a in arrivals:
+        print("  " + a[:220])
 
 problems = []
 if failed:
