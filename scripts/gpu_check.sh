@@ -7,8 +7,10 @@
 #
 #   scripts/gpu_check.sh stage   Here, where the build dependencies are (RapidCheck, MPFR, CLI11,
 #                                nlohmann-json): build the two programs and stage them, with the
-#                                shared libraries a bare GPU machine may lack, in build/gpu-carry.
-#                                Carry that folder to the GPU machine.
+#                                shared libraries a bare GPU machine may lack, in build/gpu-carry,
+#                                with the `bitparity` command for GPU campaigns; also packed as
+#                                build/gpu-carry.tar.xz. Carry the folder or the packed file.
+#   scripts/gpu_check.sh unpack  On the GPU machine: unpack build/gpu-carry.tar.xz.
 #   scripts/gpu_check.sh run     On the GPU machine: run everything from build/gpu-carry (staging
 #                                first where it is missing and this machine can build).
 #   scripts/gpu_check.sh         stage if needed, then run.
@@ -33,15 +35,22 @@ JOBS=${JOBS:-$(nproc)}
 
 stage() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
-  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test kernel_bench || return 1
+  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test kernel_bench bitparity || return 1
   rm -rf "$CARRY"
   mkdir -p "$CARRY/lib"
-  cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/kernel_bench" "$CARRY/"
-  strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench"
+  cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/kernel_bench" "$BUILD/cli/bitparity" "$CARRY/"
+  strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity"
   # Every shared library but the C and C++ runtimes, which the GPU machine has in newer versions.
-  ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" | awk '$3 ~ /^\// {print $3}' | sort -u |
+  ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity" | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
-  echo "staged in $CARRY: $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
+  # One compressed file travels to the GPU machine; `gpu_check.sh unpack` there restores the folder.
+  tar cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
+  echo "staged in $CARRY ($(du -h "$CARRY.tar.xz" | cut -f1) as $CARRY.tar.xz): $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
+}
+
+unpack() {
+  [[ -f $CARRY.tar.xz ]] || { echo "gpu_check: no $CARRY.tar.xz to unpack" >&2; return 1; }
+  tar xJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")"
 }
 
 run() {
@@ -232,7 +241,8 @@ EOF
 case ${1:-all} in
   stage) stage ;;
   run) run ;;
+  unpack) unpack ;;
   all) [[ -x $CARRY/cuda_vs_ref_test && -x $CARRY/kernel_bench ]] || stage || exit 1; run ;;
   summarize) summarize ;;
-  *) echo "usage: $0 [stage|run|summarize]" >&2; exit 2 ;;
+  *) echo "usage: $0 [stage|unpack|run|summarize]" >&2; exit 2 ;;
 esac
