@@ -38,7 +38,8 @@ struct BackendPair {
 inline constexpr std::string_view kReferenceKind = "ref";
 
 // kind:C vs ref:C for each implementation of `op` on a kind other than the reference that has a
-// reference twin; with `available_only`, only kinds that can run here.
+// reference twin, except contracts that depend on the order of arrival (ContractInfo); with
+// `available_only`, only kinds that can run here.
 std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only);
 // Every pair of the op's reference contracts (contract against contract), each pair once.
 std::vector<BackendPair> reference_pairs(const Registry& registry, const std::string& op);
