@@ -1,6 +1,7 @@
-// A case cut to its first rows: every input that its op declares rows-first (TensorSpec::rows_first)
-// keeps its first n rows, the other inputs stay whole. Used to run a reference input at zero rows
-// and at one row without naming any of its tensors.
+// A case cut to its first rows: the op's own cut where it has one (OpInfo::take_rows: a permute's
+// [T*k, H] tensors follow the routing map), otherwise every input that its op declares rows-first
+// (TensorSpec::rows_first) keeps its first n rows and the other inputs stay whole. Used to run a
+// reference input at zero rows and at one row without naming any of its tensors.
 #pragma once
 
 #include <algorithm>
@@ -12,6 +13,12 @@
 namespace bitparity::testing_support {
 
 inline Case first_rows(const OpInfo& op, const Case& c, int64_t n) {
+  if (op.take_rows) {
+    int64_t rows = -1;  // the row count the rows-first inputs share
+    for (const TensorSpec& spec : op.input_specs(c.direction))
+      if (const Tensor* t = c.input(spec.name); spec.rows_first && t && t->rank() > 0) rows = t->dim(0);
+    return op.take_rows(c, 0, rows < 0 ? 0 : std::min(n, rows));
+  }
   Case out = c;
   for (const TensorSpec& spec : op.input_specs(c.direction)) {
     auto it = out.inputs.find(spec.name);
