@@ -39,6 +39,7 @@ import sys
 np = None
 torch = None
 F = None
+DEVICE = "cuda"  # the recording is of eager PyTorch on CUDA
 
 # ---- the case format (core/case_json.cpp) --------------------------------------------------------
 BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "i64": 8, "bool": 1}
@@ -181,8 +182,17 @@ def load_torch():
     import torch as torch_module
     import torch.nn.functional as functional
     np, torch, F = numpy, torch_module, functional
-    if not torch.cuda.is_available():
+    if DEVICE == "cuda" and not torch.cuda.is_available():
         raise SystemExit("record_routing.py: no CUDA device; the recording is of eager PyTorch on CUDA")
+
+
+def device_name():
+    return torch.cuda.get_device_name() if DEVICE == "cuda" else DEVICE
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 def dtype_name(t):
@@ -208,19 +218,46 @@ def same_bits(a, b):
     """Identical dtype, shape and bits (NaN payloads and the sign of zero included)."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
-    return bits_list(a) == bits_list(b)
+    view = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}.get(a.dtype)
+    if view is None:
+        return torch.equal(a, b)
+    return torch.equal(a.contiguous().view(view), b.contiguous().view(view))
+
+
+def note(notes, what, count=1):
+    """Observations printed after recording (facts the interface relies on); counts add up, a
+    count of None marks a plain fact."""
+    notes[what] = None if count is None else notes.get(what, 0) + count
+
+
+NEG_ZERO = {"bf16": -0x8000, "fp16": -0x8000, "fp32": -0x80000000}  # -0 as a signed integer view
+
+
+def zero_fate(src, dst):
+    """Where src holds -0: how many dst elements (same dtype and shape) are -0 and how many +0."""
+    view = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}[src.dtype]
+    neg = NEG_ZERO[dtype_name(src)]
+    s = src.contiguous().view(view) == neg
+    d = dst.contiguous().view(view)
+    return int((s & (d == neg)).sum()), int((s & (d == 0)).sum())
+
+
+def note_zero_fate(notes, what, src, dst):
+    kept, flipped = zero_fate(src, dst)
+    note(notes, what + ": -0 kept (elements)", kept)
+    note(notes, what + ": -0 became +0 (elements)", flipped)
 
 
 def provenance(contract, seed, op, index):
-    return {"peer": "torch " + torch.__version__, "device": torch.cuda.get_device_name(),
+    return {"peer": "torch " + torch.__version__, "device": device_name(),
             "contract": contract, "seed": seed, "index": index,
             "source": BASELINE_SOURCE if contract == "baseline" else CODE_OF_RECORD, "stream": op}
 
 
-def cuda(v, dt):
-    """A float64 numpy array to a CUDA tensor of dtype dt (one rounding per element)."""
+def on_device(v, dt):
+    """A float64 numpy array to a device tensor of dtype dt (one rounding per element)."""
     return torch.from_numpy(np.ascontiguousarray(v, dtype=np.float64)).to(
-        {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dt]).cuda()
+        {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dt]).to(DEVICE)
 
 
 def rng_for(seed, stream, index):
@@ -456,33 +493,28 @@ STREAMS = {"router_topk": 1, "permute": 2, "unpermute": 3}
 def router_docs(p, seed, notes):
     rng = rng_for(seed, STREAMS["router_topk"], p["index"])
     T, E, k, dt = p["T"], p["E"], p["k"], p["dt"]
-    logits = cuda(router_logits(rng, T, E), dt)
+    logits = on_device(router_logits(rng, T, E), dt)
     bias = None
     if p["bias"] == "zero":
-        bias = torch.zeros(E, dtype=torch.float32, device="cuda")
+        bias = torch.zeros(E, dtype=torch.float32, device=DEVICE)
     elif p["bias"] == "random":
-        bias = cuda(rng.standard_normal(E) * 0.02, "fp32")
+        bias = on_device(rng.standard_normal(E) * 0.02, "fp32")
     d_probs_values = router_d_probs(rng, T, E)
-    attrs = {"k": k}
-    if p["name_score"]:
-        attrs["score"] = p["score"]
-    if p["scaling"] is not None:
-        attrs["scaling"] = p["scaling"]
 
     L = logits.clone().requires_grad_(True)
     probs, routing_map, idx = router_aligned(L, bias, k, p["score"], p["scaling"])
-    d_probs = cuda(d_probs_values, dtype_name(probs))
+    d_probs = on_device(d_probs_values, dtype_name(probs))
     (d_logits,) = torch.autograd.grad(probs, L, d_probs)
     with torch.no_grad():
         base_probs, base_map, base_idx = router_r013(logits, bias, k, p["score"], p["scaling"])
-    torch.cuda.synchronize()
+    sync()
     # What the interface takes as given; a failure here means the transcription is wrong.
     assert routing_map.shape == (T, E) and idx.shape == (T, k) and idx.dtype == torch.int64
     assert bool((routing_map.sum(dim=1) == k).all()), "a routing_map row without k experts"
     assert probs.dtype == (torch.float32 if k > 1 else logits.dtype), probs.dtype
     assert base_probs.dtype == logits.dtype and d_logits.dtype == logits.dtype
     if not torch.equal(base_idx, idx):
-        notes["router: r0.13 and #5335 selected different idx"] = notes.get("router: r0.13 and #5335 selected different idx", 0) + 1
+        note(notes, "router: r0.13 and #5335 selected different idx (cases)")
 
     fwd_in = {"logits": tensor_json(logits)}
     if bias is not None:
@@ -510,18 +542,21 @@ def permute_docs(p, seed, notes):
     m = routing_rows(rng, T, E, k, p["style"])
     sorted_tokens, slots = expert_positions(m.tolist())
     N = len(sorted_tokens)
-    tokens = cuda(draw(rng, (T, H), "mixed" if p["family"] != "moderate" else "moderate"), dt)
-    d_permuted = cuda(placed(slot_values(rng, T, k, H, p["family"]), slots, N, H), dt)
-    routing_map = torch.from_numpy(m).cuda()
+    tokens = on_device(draw(rng, (T, H), "mixed" if p["family"] != "moderate" else "moderate"), dt)
+    d_permuted = on_device(placed(slot_values(rng, T, k, H, p["family"]), slots, N, H), dt)
+    routing_map = torch.from_numpy(m).to(DEVICE)
 
     X = tokens.clone().requires_grad_(True)
     permuted, _, sorted_indices = permute_aligned(X, routing_map)
     (d_tokens,) = torch.autograd.grad(permuted, X, d_permuted)
-    torch.cuda.synchronize()
+    sync()
     assert permuted.shape == (N, H) and d_tokens.shape == (T, H) and d_tokens.dtype == tokens.dtype
     assert sorted_indices.tolist() == sorted_tokens, "permute order differs from spec OP-2's positions"
-    if not same_bits(permuted, tokens[torch.tensor(sorted_tokens, dtype=torch.long, device="cuda")]):
-        notes["permute fwd: not a bit copy of tokens"] = notes.get("permute fwd: not a bit copy of tokens", 0) + 1
+    if not same_bits(permuted, tokens[torch.tensor(sorted_tokens, dtype=torch.long, device=DEVICE)]):
+        note(notes, "permute fwd: not a bit copy of tokens (cases)")
+    if k == 1:  # a sum over one slot: does it keep a -0 (a copy) or add it to +0?
+        rev = torch.tensor([s[0] for s in slots], dtype=torch.long, device=DEVICE)
+        note_zero_fate(notes, "permute bwd k=1 d_permuted -> d_tokens", d_permuted[rev], d_tokens)
 
     inputs = {"tokens": tensor_json(tokens), "routing_map": tensor_json(routing_map)}
     bwd_in = {"d_permuted": tensor_json(d_permuted), "routing_map": tensor_json(routing_map)}
@@ -537,15 +572,15 @@ def unpermute_docs(p, seed, notes):
     m = routing_rows(rng, T, E, k, p["style"])
     sorted_tokens, slots = expert_positions(m.tolist())
     N = len(sorted_tokens)
-    permuted = cuda(placed(slot_values(rng, T, k, H, p["family"]), slots, N, H), dt)
-    d_out = cuda(draw(rng, (T, H), "mixed" if p["family"] == "mixed" else "moderate"), dt)
-    routing_map = torch.from_numpy(m).cuda()
+    permuted = on_device(placed(slot_values(rng, T, k, H, p["family"]), slots, N, H), dt)
+    d_out = on_device(draw(rng, (T, H), "mixed" if p["family"] == "mixed" else "moderate"), dt)
+    routing_map = torch.from_numpy(m).to(DEVICE)
     probs = None
     if p["probs"]:
         pv = draw(rng, (T, E), "probs")
         if p["family"] == "order" and T > 0:  # one weight per token keeps +B p and -B p cancelling
             pv[:] = rng.uniform(0, 1, (T, 1))
-        probs = cuda(pv, "fp32")
+        probs = on_device(pv, "fp32")
 
     Z = permuted.clone().requires_grad_(True)
     wrt = [Z]
@@ -555,7 +590,7 @@ def unpermute_docs(p, seed, notes):
         wrt.append(P)
     out = unpermute_aligned(Z, sorted_indices_of(routing_map), torch.Size([T, H]), probs=P, routing_map=routing_map)
     grads = torch.autograd.grad(out, wrt, d_out)
-    torch.cuda.synchronize()
+    sync()
     assert out.shape == (T, H) and out.dtype == permuted.dtype
     assert grads[0].shape == (N, H) and grads[0].dtype == d_out.dtype
     if probs is None:
@@ -563,10 +598,13 @@ def unpermute_docs(p, seed, notes):
         for t, s in enumerate(slots):
             for q in s:
                 token_of_row[q] = t
-        copy = d_out[torch.tensor(token_of_row, dtype=torch.long, device="cuda")]
+        copy = d_out[torch.tensor(token_of_row, dtype=torch.long, device=DEVICE)]
         if not same_bits(grads[0], copy):
-            key = "unpermute bwd (no probs): d_permuted not a bit copy of d_out"
-            notes[key] = notes.get(key, 0) + 1
+            note(notes, "unpermute bwd (no probs): d_permuted not a bit copy of d_out (cases)")
+        note_zero_fate(notes, "unpermute bwd (no probs) d_out -> d_permuted", copy, grads[0])
+        if k == 1:
+            rev = torch.tensor([s[0] for s in slots], dtype=torch.long, device=DEVICE)
+            note_zero_fate(notes, "unpermute fwd (no probs) k=1 permuted -> out", permuted[rev], out)
     else:
         assert grads[1].shape == (T, E) and grads[1].dtype == torch.float32
 
@@ -613,18 +651,18 @@ def documents(op, p, seed, notes):
 # ---- modes -----------------------------------------------------------------------------------------
 def observe_code_of_record(notes):
     """Facts the interface relies on that only the real torch can settle; printed, not recorded."""
-    L = torch.zeros(2, 8, dtype=torch.bfloat16, device="cuda")
-    P = torch.full((2, 2), 0.5, dtype=torch.float32, device="cuda")
-    idx = torch.tensor([[0, 1], [2, 3]], device="cuda")
+    L = torch.zeros(2, 8, dtype=torch.bfloat16, device=DEVICE)
+    P = torch.full((2, 2), 0.5, dtype=torch.float32, device=DEVICE)
+    idx = torch.tensor([[0, 1], [2, 3]], device=DEVICE)
     try:
         r = torch.zeros_like(L).scatter(1, idx, P)
-        notes["verbatim zeros_like(bf16 logits).scatter(fp32 P) (k > 1): accepted, dtype " + str(r.dtype)] = 1
+        note(notes, "verbatim zeros_like(bf16 logits).scatter(fp32 P) (k > 1): accepted, dtype " + str(r.dtype), None)
     except RuntimeError as e:
-        notes["verbatim zeros_like(bf16 logits).scatter(fp32 P) (k > 1): raises: " + str(e).splitlines()[0]] = 1
+        note(notes, "verbatim zeros_like(bf16 logits).scatter(fp32 P) (k > 1): raises: " + str(e).splitlines()[0], None)
     for dt in (torch.bfloat16, torch.float32):
-        row = torch.tensor([[0.5, math.nan, 0.25, math.nan, 0.75, 0.75, math.nan, 0.1]], device="cuda").to(dt)
+        row = torch.tensor([[0.5, math.nan, 0.25, math.nan, 0.75, 0.75, math.nan, 0.1]], device=DEVICE).to(dt)
         got = torch.topk(row, k=5, dim=1).indices.tolist()[0]
-        notes["topk of [.5, nan, .25, nan, .75, .75, nan, .1] (%s), k=5: %s" % (str(dt), got)] = 1
+        note(notes, "topk of [.5, nan, .25, nan, .75, .75, nan, .1] (%s), k=5: indices %s" % (str(dt), got), None)
 
 
 def record(args):
@@ -635,31 +673,35 @@ def record(args):
     counts = {}
     nonzero = 0
     total = 0
-    tmp = args.out + ".tmp"
-    with open(tmp, "w") as f:
-        for op in ("router_topk", "permute", "unpermute"):
-            for p in plan_of(op):
-                try:
-                    docs = documents(op, p, args.seed, notes)
-                except Exception as e:  # only T = 0 may be refused by torch; it is noted and skipped
-                    if op == "router_topk" and p["T"] == 0:
-                        notes["router_topk T=0 skipped (%s): %r" % (p, e)] = 1
-                        continue
-                    raise
-                for doc in docs:
-                    f.write(json.dumps(doc) + "\n")
-                    key = "%s %s %s" % (op, doc["direction"], doc["provenance"]["contract"])
-                    counts[key] = counts.get(key, 0) + 1
-                    total += 1
-                    nonzero += any(set(t["hex"]) - {"0"} for t in doc["outputs"].values())
-    os.replace(tmp, args.out)
+    tmp = args.out + ".tmp"  # the file appears only when every case was recorded
+    try:
+        with open(tmp, "w") as f:
+            for op in ("router_topk", "permute", "unpermute"):
+                for p in plan_of(op):
+                    try:
+                        docs = documents(op, p, args.seed, notes)
+                    except Exception as e:  # only T = 0 may be refused by torch; it is noted and skipped
+                        if op == "router_topk" and p["T"] == 0:
+                            note(notes, "router_topk T=0 skipped (config %d): %r" % (p["index"], e), None)
+                            continue
+                        raise
+                    for doc in docs:
+                        f.write(json.dumps(doc) + "\n")
+                        key = "%s %s %s" % (op, doc["direction"], doc["provenance"]["contract"])
+                        counts[key] = counts.get(key, 0) + 1
+                        total += 1
+                        nonzero += any(set(t["hex"]) - {"0"} for t in doc["outputs"].values())
+        os.replace(tmp, args.out)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
     size = os.path.getsize(args.out)
     print("recorded %d cases (%.1f MB) with torch %s on %s to %s"
-          % (total, size / 1e6, torch.__version__, torch.cuda.get_device_name(), args.out))
+          % (total, size / 1e6, torch.__version__, device_name(), args.out))
     for key in sorted(counts):
         print("  %-36s %d" % (key, counts[key]))
-    for note in sorted(notes):
-        print("NOTE %s%s" % (note, "" if notes[note] == 1 else " (%d cases)" % notes[note]))
+    for what in sorted(notes):
+        print("NOTE %s%s" % (what, "" if notes[what] is None else ": %d" % notes[what]))
     if nonzero * 2 <= total:
         print("FAIL: most recorded outputs are all zero (%d of %d have a non-zero bit)" % (nonzero, total))
         return 1
@@ -682,21 +724,21 @@ def check(args):
             same = [x["outputs"] == y["outputs"] for x, y in zip(a, b)]
             if not all(same):
                 failures += 1
-                print("DIFFERS %s config %d: %s" % (op, p["index"], json.dumps({k: v for k, v in p.items()})))
+                print("DIFFERS %s config %d: %s" % (op, p["index"], json.dumps(p)))
             else:
                 print("same    %s config %d (%d documents)" % (op, p["index"], len(a)))
 
-    g = torch.Generator(device="cuda").manual_seed(args.seed)
+    g = torch.Generator(device=DEVICE).manual_seed(args.seed)
     T, H, E, k = 4096, 1024, 128, 8
-    m = torch.zeros(T, E, dtype=torch.bool, device="cuda")
-    m.scatter_(1, torch.rand(T, E, generator=g, device="cuda").topk(k, dim=1).indices, True)
-    X = torch.randn(T, H, generator=g, device="cuda").to(torch.bfloat16)
-    dY = (torch.randn(T * k, H, generator=g, device="cuda") * 1e3).to(torch.bfloat16)
-    Z = (torch.randn(T * k, H, generator=g, device="cuda") * 1e3).to(torch.bfloat16)
-    probs = torch.rand(T, E, generator=g, device="cuda")
-    dO = torch.randn(T, H, generator=g, device="cuda").to(torch.bfloat16)
-    L = torch.randn(T, 256, generator=g, device="cuda").to(torch.bfloat16)
-    dP = torch.randn(T, 256, generator=g, device="cuda")
+    m = torch.zeros(T, E, dtype=torch.bool, device=DEVICE)
+    m.scatter_(1, torch.rand(T, E, generator=g, device=DEVICE).topk(k, dim=1).indices, True)
+    X = torch.randn(T, H, generator=g, device=DEVICE).to(torch.bfloat16)
+    dY = (torch.randn(T * k, H, generator=g, device=DEVICE) * 1e3).to(torch.bfloat16)
+    Z = (torch.randn(T * k, H, generator=g, device=DEVICE) * 1e3).to(torch.bfloat16)
+    probs = torch.rand(T, E, generator=g, device=DEVICE)
+    dO = torch.randn(T, H, generator=g, device=DEVICE).to(torch.bfloat16)
+    L = torch.randn(T, 256, generator=g, device=DEVICE).to(torch.bfloat16)
+    dP = torch.randn(T, 256, generator=g, device=DEVICE)
 
     def permute_bwd():
         Xg = X.clone().requires_grad_(True)
@@ -713,13 +755,14 @@ def check(args):
 
     def router_both():
         Lg = L.clone().requires_grad_(True)
-        pr, rm, ix = router_aligned(Lg, torch.zeros(256, device="cuda"), 8, "sigmoid", 2.5)
+        pr, rm, ix = router_aligned(Lg, torch.zeros(256, device=DEVICE), 8, "sigmoid", 2.5)
         return (pr, rm, ix) + torch.autograd.grad(pr, Lg, dP)
 
-    for name, fn in (("permute bwd T=4096 H=1024 E=128 k=8", permute_bwd),
-                     ("unpermute fwd+bwd", unpermute_both(False)),
-                     ("unpermute fwd+bwd with probs", unpermute_both(True)),
-                     ("router fwd+bwd T=4096 E=256 k=8 zero bias", router_both)):
+    shape = "T=%d H=%d E=%d k=%d bf16" % (T, H, E, k)
+    for name, fn in (("permute bwd " + shape, permute_bwd),
+                     ("unpermute fwd+bwd " + shape, unpermute_both(False)),
+                     ("unpermute fwd+bwd with probs " + shape, unpermute_both(True)),
+                     ("router fwd+bwd T=%d E=256 k=8 bf16 zero bias, scaling 2.5" % T, router_both)):
         runs = [fn() for _ in range(3)]
         ok = all(same_bits(x, y) for r in runs[1:] for x, y in zip(runs[0], r))
         failures += not ok
@@ -729,6 +772,11 @@ def check(args):
           % ("the same" if all(same_bits(base[0], b) for b in base[1:]) else "different"))
     print("check: %s" % ("FAILED, %d differ" % failures if failures else "every aligned path is deterministic"))
     return 1 if failures else 0
+
+
+BENCH_T, BENCH_H, BENCH_K = 16384, 4096, 8
+BENCH_ES = (128, 160)  # permute / unpermute
+BENCH_ROUTER_ES = (128, 256)
 
 
 def timed_us(fn, iters=60, warmup=10):
@@ -751,20 +799,20 @@ def bench(args):
     input once, write the output once)."""
     load_torch()
     torch.manual_seed(args.seed)
-    T, H, k = 16384, 4096, 8
+    T, H, k = BENCH_T, BENCH_H, BENCH_K
     rows = []
-    for E in (128, 160):
-        m = torch.zeros(T, E, dtype=torch.bool, device="cuda")
-        m.scatter_(1, torch.rand(T, E, device="cuda").topk(k, dim=1).indices, True)
+    for E in BENCH_ES:
+        m = torch.zeros(T, E, dtype=torch.bool, device=DEVICE)
+        m.scatter_(1, torch.rand(T, E, device=DEVICE).topk(k, dim=1).indices, True)
         N = T * k
-        X = torch.randn(T, H, device="cuda").to(torch.bfloat16)
-        Z = torch.randn(N, H, device="cuda").to(torch.bfloat16)
-        dO = torch.randn(T, H, device="cuda").to(torch.bfloat16)
-        probs = torch.rand(T, E, device="cuda")
+        X = torch.randn(T, H, device=DEVICE).to(torch.bfloat16)
+        Z = torch.randn(N, H, device=DEVICE).to(torch.bfloat16)
+        dO = torch.randn(T, H, device=DEVICE).to(torch.bfloat16)
+        probs = torch.rand(T, E, device=DEVICE)
         si = sorted_indices_of(m)
         shape = torch.Size([T, H])
         spread = N * H * 2 + T * H * 2  # bytes: read [T, H] and write [N, H] or the reverse
-        src = torch.empty(N * H + T * H, dtype=torch.bfloat16, device="cuda")
+        src = torch.empty(N * H + T * H, dtype=torch.bfloat16, device=DEVICE)
         dst = torch.empty_like(src)
         copy_us = timed_us(lambda: dst.copy_(src))
         rows.append(("d2d copy of the same bytes (read+write)", E, copy_us, 2 * spread))
@@ -775,7 +823,7 @@ def bench(args):
         rows.append(("permute bwd (aligned, fp32 sum(1))", E,
                      timed_us(lambda: torch.autograd.grad(Y, Xg, Z, retain_graph=True)), spread))
         rows.append(("permute bwd baseline (index_add_)", E,
-                     timed_us(lambda: torch.zeros(T, H, dtype=torch.bfloat16, device="cuda").index_add_(0, si, Z)), spread))
+                     timed_us(lambda: torch.zeros(T, H, dtype=torch.bfloat16, device=DEVICE).index_add_(0, si, Z)), spread))
         rows.append(("unpermute fwd (aligned, embedding+sum)", E,
                      timed_us(lambda: unpermute_aligned(Z, si, shape, routing_map=m)), spread))
         Zg = Z.clone().requires_grad_(True)
@@ -791,19 +839,19 @@ def bench(args):
         rows.append(("unpermute baseline (scatter_add_)", E,
                      timed_us(lambda: unpermute_scatter_add(Z, si, shape)), spread))
         rows.append(("unpermute baseline (index_add_)", E,
-                     timed_us(lambda: torch.zeros(T, H, dtype=torch.bfloat16, device="cuda").index_add_(0, si, Z)), spread))
+                     timed_us(lambda: torch.zeros(T, H, dtype=torch.bfloat16, device=DEVICE).index_add_(0, si, Z)), spread))
         del Y, Xg, O, Op, Zg, Pg, src, dst
         torch.cuda.empty_cache()
     copy_gbs = {E: b / us / 1e3 for name, E, us, b in rows if name.startswith("d2d")}
     print("eager torch %s on %s: T=%d H=%d k=%d bf16; permute moves 2 + 2/k bytes per [T*k, H] element,"
-          " unpermute 2k + 2 per [T, H] element" % (torch.__version__, torch.cuda.get_device_name(), T, H, k))
+          " unpermute 2k + 2 per [T, H] element" % (torch.__version__, device_name(), T, H, k))
     print("%-42s %4s %10s %9s %8s %8s" % ("op", "E", "us", "MB", "GB/s", "% copy"))
     for name, E, us, b in rows:
         gbs = b / us / 1e3
         print("%-42s %4d %10.1f %9.1f %8.1f %7.1f%%" % (name, E, us, b / 1e6, gbs, 100 * gbs / copy_gbs[E]))
-    for E in (128, 256):
-        logits = torch.randn(T, E, device="cuda").to(torch.bfloat16)
-        zero = torch.zeros(E, device="cuda")
+    for E in BENCH_ROUTER_ES:
+        logits = torch.randn(T, E, device=DEVICE).to(torch.bfloat16)
+        zero = torch.zeros(E, device=DEVICE)
         with torch.no_grad():
             aligned = timed_us(lambda: router_aligned(logits, zero, k, "sigmoid", None))
             base = timed_us(lambda: router_r013(logits, zero, k, "sigmoid", None))
