@@ -19,12 +19,12 @@ const Registry& builtin_registry() {
     r.add_backend(ref::backend());
     r.add_op(ops::swiglu());
     r.add_op(ops::swiglu_scale());
-    // [router_topk op]
+    r.add_op(ops::router_topk());
     // [permute op]
     // [unpermute op]
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
-    // [router_topk impls]
+    r.add_impls("ref", ref::router_topk_impls());
     // [permute impls]
     // [unpermute impls]
 #ifdef BITPARITY_HAVE_CUDA
