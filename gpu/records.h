@@ -9,5 +9,6 @@
 namespace bitparity::gpu {
 
 std::vector<KernelRecord> swiglu_family_kernels();  // gpu/swiglu_records.cpp: swiglu, swiglu_scale
+std::vector<KernelRecord> routing_kernels();        // gpu/routing_records.cpp: router_topk, permute, unpermute
 
 }  // namespace bitparity::gpu

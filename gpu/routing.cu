@@ -1,0 +1,823 @@
+// permute and unpermute (spec OP-2, OP-3): the routing index built on the device from the routing
+// map, and the kernels that move token rows through it.
+//
+// The index (every launch rebuilds it in the caller's workspace, three small kernels):
+//   1. count:  one warp per micro-chunk of 32 tokens, a lane per token; for each expert e a ballot
+//      of the 32 tokens' flags gives the chunk's column count, and each lane counts its row.
+//   2. scan:   the column counts scanned over the micro-chunks (exclusive, per expert), then one
+//      block scans the column totals over the experts (off[e]) and the chunks' row counts.
+//   3. place:  the same warps again: lane t's flag for expert e has position
+//      off[e] + (column count before its chunk) + (flags of lower lanes in the ballot), and slot
+//      j of t is its j-th flag in ascending e. Writes tok_off (CSR offsets of the slots), slots,
+//      and per position its token and expert.
+// All integer sums, so the index is exact and deterministic. At T = 16384, E = 160 the map is
+// 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
+//
+// The payload kernels (grid-stride loops over 16-byte packets where the row allows):
+//   copy_rows:      one item per (token, packet): the token's packet is read once and written to
+//                   each of its slots (permute forward; unpermute backward without probs).
+//   gather_sum:     one item per (token, packet): the slots' packets read 4 * ILP at a time and
+//                   added in four accumulators a_{j mod 4}, j ascending (rule 7, middle dim);
+//                   with probs each value first times probs[t, e_j] (permute backward, unpermute
+//                   forward).
+//   atomic_scatter: the order-of-arrival baselines (index_add_ / scatter_add_): one thread per
+//                   (position, element pair) adding into its token's row with atomics.
+//   probs_backward: one row team per position (rule 7, last dim: the lane plan of
+//                   gpu/common/row_sum), for unpermute's backward with probs.
+#include "gpu/routing_kernels.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "gpu/common/dtype_io.cuh"
+#include "gpu/common/launch.cuh"
+#include "gpu/common/row_sum.cuh"
+#include "gpu/runtime.h"
+
+namespace bitparity::gpu {
+namespace {
+
+using namespace device;
+
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarpsPerBlock = kThreads / kWarpLanes;
+constexpr int kScanThreads = 1024;          // the index's scan kernels
+constexpr size_t kWorkspaceAlignment = 256;  // every region of the workspace starts aligned
+
+// --- workspace ------------------------------------------------------------------------------
+
+int64_t micro_chunks(int64_t T) { return (T + kWarpLanes - 1) / kWarpLanes; }
+
+size_t aligned(size_t bytes) { return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
+
+// Byte offsets of the workspace's regions (int32 arrays, then the optional fp32 rows).
+struct Layout {
+  size_t micro_count = 0;  // [chunks, E]: column counts, then their exclusive scan over chunks
+  size_t row_count = 0;    // [T]: true entries of each token's row
+  size_t micro_rows = 0;   // [chunks]: a chunk's true entries, then their exclusive scan
+  size_t col_off = 0;      // [E]: column totals, then off[e]
+  size_t tok_off = 0;      // [T + 1]: the first slot of each token (CSR)
+  size_t slots = 0;        // [N]: the positions of token t's slots at tok_off[t] ..
+  size_t pos_token = 0;    // [N]: the token of each position
+  size_t pos_expert = 0;   // [N]: the expert of each position
+  size_t rows32 = 0;       // [T, H] fp32 (only where asked)
+  size_t total = 0;
+};
+
+Layout layout_of(const RoutingShape& s, bool fp32_rows) {
+  if (s.T < 0 || s.E < 0 || s.N < 0 || s.H < 0) throw std::invalid_argument("routing: negative dimension");
+  if (s.T >= INT_MAX || s.N >= INT_MAX || s.E >= INT_MAX || micro_chunks(s.T) * s.E >= INT_MAX)
+    throw std::invalid_argument("routing: T = " + std::to_string(s.T) + ", E = " + std::to_string(s.E) +
+                                ", N = " + std::to_string(s.N) + " exceed the index's 32-bit counts");
+  Layout l;
+  size_t at = 0;
+  auto take = [&at](int64_t elements, size_t element_bytes) {
+    const size_t offset = at;
+    at += aligned(static_cast<size_t>(elements) * element_bytes);
+    return offset;
+  };
+  const int64_t chunks = micro_chunks(s.T);
+  l.micro_count = take(chunks * s.E, sizeof(int));
+  l.row_count = take(s.T, sizeof(int));
+  l.micro_rows = take(chunks, sizeof(int));
+  l.col_off = take(s.E, sizeof(int));
+  l.tok_off = take(s.T + 1, sizeof(int));
+  l.slots = take(s.N, sizeof(int));
+  l.pos_token = take(s.N, sizeof(int));
+  l.pos_expert = take(s.N, sizeof(int));
+  if (fp32_rows) l.rows32 = take(s.T * s.H, sizeof(float));
+  l.total = at;
+  return l;
+}
+
+// The index's arrays in a workspace.
+struct Index {
+  int* micro_count;
+  int* row_count;
+  int* micro_rows;
+  int* col_off;
+  int* tok_off;
+  int* slots;
+  int* pos_token;
+  int* pos_expert;
+  float* rows32;
+};
+
+Index index_in(void* workspace, const Layout& l) {
+  char* base = static_cast<char*>(workspace);
+  auto at = [base](size_t offset) { return reinterpret_cast<int*>(base + offset); };
+  return {at(l.micro_count), at(l.row_count),  at(l.micro_rows), at(l.col_off),
+          at(l.tok_off),     at(l.slots),      at(l.pos_token),  at(l.pos_expert),
+          reinterpret_cast<float*>(base + l.rows32)};
+}
+
+// --- the routing index ------------------------------------------------------------------------
+
+__device__ __forceinline__ int warp_inclusive_scan(int v) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+#pragma unroll
+  for (int d = 1; d < kWarpLanes; d *= 2) {
+    const int other = __shfl_up_sync(kFullMask, v, d);
+    if (lane >= d) v += other;
+  }
+  return v;
+}
+
+// Column counts of each micro-chunk of 32 tokens, and each token's row count.
+__global__ void __launch_bounds__(kThreads) index_count_kernel(const uint8_t* map, int T, int E, int chunks, Index ix) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int m = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x) / kWarpLanes;
+  if (m >= chunks) return;  // the whole warp
+  const int t = m * kWarpLanes + lane;
+  const bool valid = t < T;
+  const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
+  int row_count = 0;
+  for (int e0 = 0; e0 < E; e0 += kWarpLanes) {
+    const int width = min(kWarpLanes, E - e0);
+    int column = 0;  // the count of column e0 + lane
+#pragma unroll 8
+    for (int b = 0; b < width; ++b) {
+      const bool flag = valid && row[e0 + b] != 0;
+      const unsigned mask = __ballot_sync(kFullMask, flag);
+      if (lane == b) column = __popc(mask);
+      row_count += flag ? 1 : 0;
+    }
+    if (lane < width) ix.micro_count[static_cast<int64_t>(m) * E + e0 + lane] = column;
+  }
+  if (valid) ix.row_count[t] = row_count;
+  const int chunk_total = __reduce_add_sync(kFullMask, row_count);
+  if (lane == 0) ix.micro_rows[m] = chunk_total;
+}
+
+// Per expert, the exclusive scan of its column counts over the micro-chunks, and its total in
+// col_off. A block owns 32 experts; its 32 warps each sum a range of chunks first.
+__global__ void __launch_bounds__(kScanThreads) index_column_scan_kernel(int E, int chunks, Index ix) {
+  __shared__ int part[kWarpLanes][kWarpLanes + 1];
+  const int column = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int group = static_cast<int>(threadIdx.x) / kWarpLanes;
+  const int e = static_cast<int>(blockIdx.x) * kWarpLanes + column;
+  const int per_group = (chunks + kWarpLanes - 1) / kWarpLanes;
+  const int m0 = min(chunks, group * per_group), m1 = min(chunks, m0 + per_group);
+  int sum = 0;
+  if (e < E)
+    for (int m = m0; m < m1; ++m) sum += ix.micro_count[static_cast<int64_t>(m) * E + e];
+  part[group][column] = sum;
+  __syncthreads();
+  if (group == 0) {
+    int run = 0;
+    for (int g = 0; g < kWarpLanes; ++g) {
+      const int v = part[g][column];
+      part[g][column] = run;
+      run += v;
+    }
+    if (e < E) ix.col_off[e] = run;
+  }
+  __syncthreads();
+  if (e < E) {
+    int run = part[group][column];
+    for (int m = m0; m < m1; ++m) {
+      int& c = ix.micro_count[static_cast<int64_t>(m) * E + e];
+      const int v = c;
+      c = run;
+      run += v;
+    }
+  }
+}
+
+// Exclusive scan of data[0, n) in place by one block of kScanThreads.
+__device__ void block_exclusive_scan(int* data, int n) {
+  __shared__ int sums[kWarpLanes];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+  int carry = 0;
+  for (int base = 0; base < n; base += kScanThreads) {
+    const int i = base + static_cast<int>(threadIdx.x);
+    const int v = i < n ? data[i] : 0;
+    const int inclusive = warp_inclusive_scan(v);
+    if (lane == kWarpLanes - 1) sums[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) sums[lane] = warp_inclusive_scan(sums[lane]);
+    __syncthreads();
+    const int before = warp > 0 ? sums[warp - 1] : 0;
+    if (i < n) data[i] = carry + before + inclusive - v;
+    carry += sums[kWarpLanes - 1];
+    __syncthreads();  // sums is rewritten by the next tile
+  }
+}
+
+// off[e] from the column totals; each chunk's first slot from the chunks' row counts.
+__global__ void __launch_bounds__(kScanThreads) index_offsets_kernel(int E, int chunks, Index ix) {
+  block_exclusive_scan(ix.col_off, E);
+  block_exclusive_scan(ix.micro_rows, chunks);
+}
+
+// Positions: token t's flag for expert e goes to off[e] + (the column's count in earlier chunks)
+// + (flags of lower tokens in the chunk); slot j of t is its j-th flag. Writes are guarded by N,
+// so that a map with more true entries than the caller's N cannot write past the arrays.
+__global__ void __launch_bounds__(kThreads)
+    index_place_kernel(const uint8_t* map, int T, int E, int chunks, int N, Index ix) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int m = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x) / kWarpLanes;
+  if (m >= chunks) return;  // the whole warp
+  const int t = m * kWarpLanes + lane;
+  const bool valid = t < T;
+  const int count = valid ? ix.row_count[t] : 0;
+  const int first_slot = ix.micro_rows[m] + warp_inclusive_scan(count) - count;
+  if (valid) ix.tok_off[t] = first_slot;
+  if (t == T - 1) ix.tok_off[T] = first_slot + count;
+  const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
+  const unsigned lower_lanes = (1u << lane) - 1u;
+  int j = 0;
+  for (int e0 = 0; e0 < E; e0 += kWarpLanes) {
+    const int width = min(kWarpLanes, E - e0);
+    const int column_base =
+        lane < width ? ix.col_off[e0 + lane] + ix.micro_count[static_cast<int64_t>(m) * E + e0 + lane] : 0;
+#pragma unroll 8
+    for (int b = 0; b < width; ++b) {
+      const bool flag = valid && row[e0 + b] != 0;
+      const unsigned mask = __ballot_sync(kFullMask, flag);
+      const int base = __shfl_sync(kFullMask, column_base, b);
+      if (flag) {
+        const int pos = base + __popc(mask & lower_lanes);
+        const int s = first_slot + j++;
+        if (pos < N && s < N) {
+          ix.slots[s] = pos;
+          ix.pos_token[pos] = t;
+          ix.pos_expert[pos] = e0 + b;
+        }
+      }
+    }
+  }
+}
+
+// Builds the index of `map` in the workspace on `stream`.
+Index build_index(const RoutingCommon& r, const Layout& l) {
+  const RoutingShape& s = r.shape;
+  const Index ix = index_in(r.workspace, l);
+  const auto stream = static_cast<cudaStream_t>(r.stream);
+  const auto map = static_cast<const uint8_t*>(r.routing_map);
+  const int T = static_cast<int>(s.T), E = static_cast<int>(s.E), N = static_cast<int>(s.N);
+  const int chunks = static_cast<int>(micro_chunks(s.T));
+  const unsigned warps_grid = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  index_count_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, ix);
+  check_launch("routing index count", r.stream);
+  if (E > 0) {
+    index_column_scan_kernel<<<static_cast<unsigned>((E + kWarpLanes - 1) / kWarpLanes), kScanThreads, 0, stream>>>(
+        E, chunks, ix);
+    check_launch("routing index column scan", r.stream);
+  }
+  index_offsets_kernel<<<1, kScanThreads, 0, stream>>>(E, chunks, ix);
+  check_launch("routing index offsets", r.stream);
+  index_place_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, N, ix);
+  check_launch("routing index place", r.stream);
+  return ix;
+}
+
+void require_workspace(const RoutingCommon& r, bool fp32_rows, const char* who) {
+  if (!r.workspace && layout_of(r.shape, fp32_rows).total > 0)
+    throw std::invalid_argument(std::string(who) + ": no workspace (routing_workspace_bytes)");
+}
+
+void zero(void* p, size_t bytes, void* stream, const char* what) {
+  if (bytes == 0) return;
+  check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream)), what);
+}
+
+// --- copy_rows: a token's row to each of its slots ------------------------------------------------
+
+struct CopyRows {
+  int64_t rows = 0;  // tokens of this chunk
+  const void* src = nullptr;  // [rows, per_row] vectors, at the chunk's first token
+  void* dst = nullptr;        // [N, per_row] vectors
+  const int* tok_off = nullptr;  // at the chunk's first token
+  const int* slots = nullptr;
+  void* stream = nullptr;
+};
+
+template <class Vec, int kIlp>
+__global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider per_row) {
+  const Vec* src = static_cast<const Vec*>(p.src);
+  Vec* dst = static_cast<Vec*>(p.dst);
+  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t k0 = blockIdx.x * blockDim.x + threadIdx.x; k0 < total; k0 += stride * kIlp) {
+    Vec x[kIlp];
+    uint32_t col[kIlp];
+    int begin[kIlp], end[kIlp];
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const uint32_t k = k0 + u * stride;
+      x[u] = Vec{};
+      col[u] = 0;
+      begin[u] = end[u] = 0;
+      if (k >= total) continue;
+      const uint32_t r = per_row.div(k);
+      col[u] = k - r * per_row.d;
+      begin[u] = p.tok_off[r];
+      end[u] = p.tok_off[r + 1];
+      if (begin[u] < end[u]) x[u] = src[static_cast<int64_t>(r) * per_row.d + col[u]];
+    }
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u)
+      for (int s = begin[u]; s < end[u]; ++s) dst[static_cast<int64_t>(p.slots[s]) * per_row.d + col[u]] = x[u];
+  }
+}
+
+template <class Vec, int kIlp>
+void launch_copy_rows(const CopyRows& args, int64_t per_row) {
+  for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
+    CopyRows chunk = args;
+    chunk.rows = rows;
+    chunk.src = advanced(args.src, first * per_row * static_cast<int64_t>(sizeof(Vec)));
+    chunk.tok_off = args.tok_off + first;
+    constexpr auto kKernel = copy_rows_kernel<Vec, kIlp>;
+    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
+        chunk, Divider(static_cast<uint32_t>(per_row)));
+    check_launch("routing copy_rows", args.stream);
+  });
+}
+
+template <class Vec>
+void copy_rows_at_ilp(const CopyRows& args, int64_t per_row, int ilp) {
+  switch (ilp == kIlpDefault ? 2 : ilp) {
+    case 1: return launch_copy_rows<Vec, 1>(args, per_row);
+    case 2: return launch_copy_rows<Vec, 2>(args, per_row);
+    case 4: return launch_copy_rows<Vec, 4>(args, per_row);
+    default: throw std::invalid_argument("routing: ilp must be 1, 2 or 4; got " + std::to_string(ilp));
+  }
+}
+
+// Copies token row t of `src` ([T, H] of the shape's dtype) to row slots[s] of `dst` for each of
+// its slots s: 16-byte vectors where the row's bytes allow, else 8, 4 or 2.
+void copy_token_rows(const RoutingCommon& r, const Index& ix, const void* src, void* dst) {
+  const RoutingShape& s = r.shape;
+  const int64_t row_bytes = s.H * dtype_size(s.dtype);
+  if (s.T == 0 || row_bytes == 0 || s.N == 0) return;
+  CopyRows c;
+  c.rows = s.T;
+  c.src = src;
+  c.dst = dst;
+  c.tok_off = ix.tok_off;
+  c.slots = ix.slots;
+  c.stream = r.stream;
+  if (row_bytes % 16 == 0) return copy_rows_at_ilp<uint4>(c, row_bytes / 16, r.ilp);
+  if (row_bytes % 8 == 0) return copy_rows_at_ilp<uint2>(c, row_bytes / 8, r.ilp);
+  if (row_bytes % 4 == 0) return copy_rows_at_ilp<uint32_t>(c, row_bytes / 4, r.ilp);
+  copy_rows_at_ilp<uint16_t>(c, row_bytes / 2, r.ilp);
+}
+
+// --- gather_sum: the four-accumulator sum over a token's slots -------------------------------------
+
+struct GatherSum {
+  int64_t rows = 0;  // tokens of this chunk
+  int64_t H = 0, E = 0;
+  const void* src = nullptr;    // [N, H]
+  const float* probs = nullptr;  // [rows, E] at the chunk's first token, or nullptr
+  const int* pos_expert = nullptr;
+  const int* tok_off = nullptr;  // at the chunk's first token
+  const int* slots = nullptr;
+  void* dst = nullptr;  // [rows, H] at the chunk's first token
+  void* stream = nullptr;
+};
+
+// kN elements an item (a 16-byte packet, or 1 where H is not a multiple of it); 4 * kIlp slots'
+// loads in flight. Slot j goes to accumulator j mod 4: a batch starts at a multiple of 4 * kIlp,
+// so that this is the batch index q mod 4, and each accumulator takes its slots in ascending j.
+template <class Act, int kN, int kIlp>
+__global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divider per_row) {
+  using S = typename Act::Storage;
+  constexpr int kBatch = 4 * kIlp;
+  const S* src = static_cast<const S*>(p.src);
+  S* dst = static_cast<S*>(p.dst);
+  const int64_t H = p.H;
+  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < total; k += stride) {
+    const uint32_t r = per_row.div(k);
+    const int64_t c = static_cast<int64_t>(k - r * per_row.d) * kN;
+    const int begin = p.tok_off[r], end = p.tok_off[r + 1];
+    float acc[4][kN];
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int i = 0; i < kN; ++i) acc[a][i] = 0.0f;
+    for (int s0 = begin; s0 < end; s0 += kBatch) {
+      Chunk<Act, kN> v[kBatch];
+      float weight[kBatch];
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q) {
+        weight[q] = 1.0f;
+        if (s0 + q >= end) continue;
+        const int pos = p.slots[s0 + q];
+        v[q] = load_raw<Act, kN>(src + static_cast<int64_t>(pos) * H + c);
+        if (p.probs) weight[q] = p.probs[static_cast<int64_t>(r) * p.E + p.pos_expert[pos]];
+      }
+#pragma unroll
+      for (int q = 0; q < kBatch; ++q) {
+        if (s0 + q >= end) continue;
+#pragma unroll
+        for (int i = 0; i < kN; ++i) {
+          float x = Act::load(v[q].e[i]);
+          if (p.probs) x = __fmul_rn(x, weight[q]);
+          acc[q % 4][i] = __fadd_rn(acc[q % 4][i], x);
+        }
+      }
+    }
+    float out[kN];
+#pragma unroll
+    for (int i = 0; i < kN; ++i) out[i] = __fadd_rn(__fadd_rn(__fadd_rn(acc[0][i], acc[1][i]), acc[2][i]), acc[3][i]);
+    store_chunk<Act, kN>(dst + static_cast<int64_t>(r) * H + c, out);
+  }
+}
+
+template <class Act, int kN, int kIlp>
+void launch_gather_sum(const GatherSum& args) {
+  const int64_t per_row = args.H / kN;
+  for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
+    GatherSum chunk = args;
+    chunk.rows = rows;
+    chunk.probs = args.probs ? args.probs + first * args.E : nullptr;
+    chunk.tok_off = args.tok_off + first;
+    chunk.dst = advanced(args.dst, first * args.H * static_cast<int64_t>(sizeof(typename Act::Storage)));
+    constexpr auto kKernel = gather_sum_kernel<Act, kN, kIlp>;
+    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
+        chunk, Divider(static_cast<uint32_t>(per_row)));
+    check_launch("routing gather_sum", args.stream);
+  });
+}
+
+template <class Act, int kIlp>
+struct GatherSumLaunch {
+  static void run(const GatherSum& args) {
+    if (args.H % kPacket<Act> == 0) return launch_gather_sum<Act, kPacket<Act>, kIlp>(args);
+    launch_gather_sum<Act, 1, kIlp>(args);
+  }
+};
+
+template <class Act>
+void gather_sum_at_ilp(const GatherSum& args, int ilp) {
+  switch (ilp == kIlpDefault ? 2 : ilp) {
+    case 1: return GatherSumLaunch<Act, 1>::run(args);
+    case 2: return GatherSumLaunch<Act, 2>::run(args);
+    case 4: return GatherSumLaunch<Act, 4>::run(args);
+    default: throw std::invalid_argument("routing: ilp must be 1, 2 or 4; got " + std::to_string(ilp));
+  }
+}
+
+// dst[t] = dt(((a0 + a1) + a2) + a3) over t's slots of `src` ([N, H]), each value times
+// probs[t, e_j] first where probs is given. Writes every row of dst, +0 for a token without slots.
+void gather_token_sums(const RoutingCommon& r, const Index& ix, const void* src, const float* probs, void* dst) {
+  const RoutingShape& s = r.shape;
+  if (s.T == 0 || s.H == 0) return;
+  GatherSum g;
+  g.rows = s.T;
+  g.H = s.H;
+  g.E = s.E;
+  g.src = src;
+  g.probs = probs;
+  g.pos_expert = ix.pos_expert;
+  g.tok_off = ix.tok_off;
+  g.slots = ix.slots;
+  g.dst = dst;
+  g.stream = r.stream;
+  switch (s.dtype) {
+    case DType::kBF16: return gather_sum_at_ilp<BF16>(g, r.ilp);
+    case DType::kFP16: return gather_sum_at_ilp<FP16>(g, r.ilp);
+    case DType::kFP32: return gather_sum_at_ilp<FP32>(g, r.ilp);
+    default: throw std::invalid_argument(std::string("routing: no kernel for rows of dtype ") + std::string(dtype_name(s.dtype)));
+  }
+}
+
+// --- atomic_scatter: the order-of-arrival baselines ---------------------------------------------------
+
+struct AtomicScatter {
+  int64_t rows = 0;  // positions of this chunk
+  int64_t H = 0, E = 0;
+  const void* src = nullptr;        // [rows, H] at the chunk's first position
+  const int* pos_token = nullptr;   // at the chunk's first position
+  const int* pos_expert = nullptr;  // at the chunk's first position
+  const float* probs = nullptr;     // [T, E]: with kProducts
+  void* dst = nullptr;              // [T, H]: the dtype, or fp32 with kProducts
+  void* stream = nullptr;
+};
+
+// One atomic addition in the dtype, rounded to it (the hardware's bf16 and fp16 atomics).
+__device__ __forceinline__ void atomic_add_to(BF16, uint16_t* p, const uint16_t* x) {
+  atomicAdd(reinterpret_cast<__nv_bfloat16*>(p), __ushort_as_bfloat16(*x));
+}
+__device__ __forceinline__ void atomic_add_to(FP16, uint16_t* p, const uint16_t* x) {
+  atomicAdd(reinterpret_cast<__half*>(p), __ushort_as_half(*x));
+}
+__device__ __forceinline__ void atomic_add_to(FP32, float* p, const float* x) { atomicAdd(p, *x); }
+
+// Two neighbouring elements (4-byte aligned): each half its own addition, rounded to the dtype.
+__device__ __forceinline__ void atomic_add_pair_to(BF16, uint16_t* p, const uint16_t* x) {
+  atomicAdd(reinterpret_cast<__nv_bfloat162*>(p), *reinterpret_cast<const __nv_bfloat162*>(x));
+}
+__device__ __forceinline__ void atomic_add_pair_to(FP16, uint16_t* p, const uint16_t* x) {
+  atomicAdd(reinterpret_cast<__half2*>(p), *reinterpret_cast<const __half2*>(x));
+}
+
+// kPair elements an item (2 for 16-bit dtypes where H is even). kProducts: adds the fp32 product
+// f32(x) * probs[t, e] into fp32 rows; otherwise x in the dtype.
+template <class Act, int kPair, bool kProducts>
+__global__ void __launch_bounds__(kThreads) atomic_scatter_kernel(AtomicScatter p, Divider per_row) {
+  using S = typename Act::Storage;
+  const S* src = static_cast<const S*>(p.src);
+  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < total; k += stride) {
+    const uint32_t r = per_row.div(k);
+    const int64_t c = static_cast<int64_t>(k - r * per_row.d) * kPair;
+    const int64_t t = p.pos_token[r];
+    const S* x = src + static_cast<int64_t>(r) * p.H + c;
+    if constexpr (kProducts) {
+      const float w = p.probs[t * p.E + p.pos_expert[r]];
+      float* row = static_cast<float*>(p.dst) + t * p.H + c;
+#pragma unroll
+      for (int i = 0; i < kPair; ++i) atomicAdd(row + i, __fmul_rn(Act::load(x[i]), w));
+    } else {
+      S* row = static_cast<S*>(p.dst) + t * p.H + c;
+      if constexpr (kPair == 2) {
+        atomic_add_pair_to(Act{}, row, x);
+      } else {
+        atomic_add_to(Act{}, row, x);
+      }
+    }
+  }
+}
+
+template <class Act, int kPair, bool kProducts>
+void launch_atomic_scatter(const AtomicScatter& args) {
+  const int64_t per_row = args.H / kPair;
+  const int64_t act = sizeof(typename Act::Storage);
+  for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
+    AtomicScatter chunk = args;
+    chunk.rows = rows;
+    chunk.src = advanced(args.src, first * args.H * act);
+    chunk.pos_token = args.pos_token + first;
+    chunk.pos_expert = args.pos_expert + first;
+    constexpr auto kKernel = atomic_scatter_kernel<Act, kPair, kProducts>;
+    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
+        chunk, Divider(static_cast<uint32_t>(per_row)));
+    check_launch("routing atomic_scatter", args.stream);
+  });
+}
+
+template <class Act>
+void atomic_scatter_as(const AtomicScatter& args, bool products) {
+  if (products) return launch_atomic_scatter<Act, 1, true>(args);
+  if constexpr (sizeof(typename Act::Storage) == 2) {
+    if (args.H % 2 == 0) return launch_atomic_scatter<Act, 2, false>(args);
+  }
+  launch_atomic_scatter<Act, 1, false>(args);
+}
+
+// Every row r of `src` ([N, H]) added into dst row pos_token[r] with atomics: in the dtype, or (with
+// probs) the fp32 products into fp32 rows. dst must hold +0 first.
+void atomic_scatter_rows(const RoutingCommon& r, const Index& ix, const void* src, const float* probs, void* dst) {
+  const RoutingShape& s = r.shape;
+  if (s.N == 0 || s.H == 0) return;
+  AtomicScatter a;
+  a.rows = s.N;
+  a.H = s.H;
+  a.E = s.E;
+  a.src = src;
+  a.pos_token = ix.pos_token;
+  a.pos_expert = ix.pos_expert;
+  a.probs = probs;
+  a.dst = dst;
+  a.stream = r.stream;
+  const bool products = probs != nullptr;
+  switch (s.dtype) {
+    case DType::kBF16: return atomic_scatter_as<BF16>(a, products);
+    case DType::kFP16: return atomic_scatter_as<FP16>(a, products);
+    case DType::kFP32: return atomic_scatter_as<FP32>(a, products);
+    default: throw std::invalid_argument(std::string("routing: no kernel for rows of dtype ") + std::string(dtype_name(s.dtype)));
+  }
+}
+
+// fp32 rows rounded once to the dtype.
+template <class Act>
+__global__ void __launch_bounds__(kThreads) round_rows_kernel(const float* src, typename Act::Storage* dst, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = Act::store(src[i]);
+}
+
+template <class Act>
+void launch_round_rows(const float* src, void* dst, int64_t n, void* stream) {
+  constexpr auto kKernel = round_rows_kernel<Act>;
+  kKernel<<<resident_grid<kKernel>(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      src, static_cast<typename Act::Storage*>(dst), n);
+  check_launch("routing round_rows", stream);
+}
+
+// --- probs_backward: unpermute's backward with probs --------------------------------------------
+//
+// One row team per position pos (t, e): d_permuted[pos] = dt(f32(d_out[t]) * p) and
+// d_probs[t, e] = the rule-7 row sum of f32(d_out[t, h]) * f32(permuted[pos, h]) over h, p =
+// probs[t, e]. As swiglu_scale's weighted backward: a thread owns V consecutive lanes of the plan
+// (V = 2 for 16-bit rows, one 16-byte packet an iteration), G = L / V threads share a row.
+template <class Act>
+inline constexpr int kLanesPerThread = sizeof(typename Act::Storage) == 2 ? 2 : 1;
+
+struct ProbsBackward {
+  int64_t N = 0, H = 0, E = 0;
+  const void* d_out = nullptr;     // [T, H]
+  const void* permuted = nullptr;  // [N, H]
+  const float* probs = nullptr;    // [T, E]
+  const int* pos_token = nullptr;
+  const int* pos_expert = nullptr;
+  RowSumPlan plan;
+  void* d_permuted = nullptr;  // [N, H]
+  float* d_probs = nullptr;    // [T, E], +0 where the map is false (zeroed first)
+  void* stream = nullptr;
+};
+
+template <class Act, int kBlock>
+__global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p, int group) {
+  using S = typename Act::Storage;
+  constexpr int V = kLanesPerThread<Act>;
+  extern __shared__ float tree[];
+  const int L = p.plan.lanes;
+  const int64_t H = p.H;
+  int64_t row;
+  int t;
+  if (group <= kWarpLanes) {
+    row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / group) + threadIdx.x / group;
+    t = static_cast<int>(threadIdx.x) % group;
+  } else {
+    row = blockIdx.x;
+    t = static_cast<int>(threadIdx.x);
+  }
+  const bool live = row < p.N;
+  float acc[V][kRuleVector];
+#pragma unroll
+  for (int q = 0; q < V; ++q)
+#pragma unroll
+    for (int i = 0; i < kRuleVector; ++i) acc[q][i] = 0.0f;
+
+  int64_t token = 0, expert = 0;
+  if (live) {
+    token = p.pos_token[row];
+    expert = p.pos_expert[row];
+    const float w = p.probs[token * p.E + expert];
+    const S* g_row = static_cast<const S*>(p.d_out) + token * H;
+    const S* z_row = static_cast<const S*>(p.permuted) + row * H;
+    S* dz_row = static_cast<S*>(p.d_permuted) + row * H;
+    // kN contiguous elements at column c: d_permuted stored, each product added to lane_acc0[i],
+    // which is acc[i / 4][i % 4] of this thread's lanes.
+    auto compute_chunk = [&](auto kN_tag, int64_t c, float* lane_acc0) {
+      constexpr int kN = decltype(kN_tag)::value;
+      const Chunk<Act, kN> g = load_raw<Act, kN>(g_row + c);
+      const Chunk<Act, kN> z = load_raw<Act, kN>(z_row + c);
+      float dz[kN];
+#pragma unroll
+      for (int i = 0; i < kN; ++i) {
+        const float gi = Act::load(g.e[i]);
+        dz[i] = __fmul_rn(gi, w);
+        lane_acc0[i] = __fadd_rn(lane_acc0[i], __fmul_rn(gi, Act::load(z.e[i])));
+      }
+      store_chunk<Act, kN>(dz_row + c, dz);
+    };
+    if (p.plan.vectorized) {
+      constexpr int kUnit = kRuleVector * V;  // V lanes' 4-element groups
+      if (V == 1 || H % kUnit == 0) {
+        for (int64_t c = int64_t{kUnit} * t; c < H; c += int64_t{kRuleVector} * L)
+          compute_chunk(std::integral_constant<int, kUnit>{}, c, &acc[0][0]);
+      } else {
+        // 16-bit rows with H % 8 == 4: each lane's 4-element group alone.
+        for (int64_t start = int64_t{kUnit} * t; start < H; start += int64_t{kRuleVector} * L) {
+#pragma unroll
+          for (int q = 0; q < V; ++q) {
+            const int64_t c = start + kRuleVector * q;
+            if (c < H) compute_chunk(std::integral_constant<int, kRuleVector>{}, c, acc[q]);
+          }
+        }
+      }
+    } else {
+      // Lane l = V * t + q reads element l + L * it into acc[q][it % 4].
+      for (int64_t it0 = 0; int64_t{V} * t + int64_t{L} * it0 < H; it0 += kRuleVector) {
+#pragma unroll
+        for (int k = 0; k < kRuleVector; ++k)
+#pragma unroll
+          for (int q = 0; q < V; ++q) {
+            const int lane = V * t + q;
+            const int64_t j = lane + int64_t{L} * (it0 + k);
+            if (lane >= L || j >= H) continue;
+            const float gi = Act::load(g_row[j]);
+            dz_row[j] = Act::store(__fmul_rn(gi, w));
+            acc[q][k] = __fadd_rn(acc[q][k], __fmul_rn(gi, Act::load(z_row[j])));
+          }
+      }
+    }
+  }
+  const float total = rule7_row_total<V>(acc, L, group, t, tree);
+  if (live && t == 0) p.d_probs[token * p.E + expert] = total;
+}
+
+template <class Act>
+void launch_probs_backward(const ProbsBackward& p) {
+  constexpr int V = kLanesPerThread<Act>;
+  const int group = std::max(1, p.plan.lanes / V);
+  if (p.plan.lanes > kReduceMaxThreads)
+    throw std::invalid_argument("routing probs_backward: a rule-7 plan of more than 512 lanes");
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  if (group <= kWarpLanes) {
+    const int64_t rows_per_block = kThreads / group;
+    const auto grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
+    probs_backward_kernel<Act, kThreads><<<grid, kThreads, 0, stream>>>(p, group);
+  } else {
+    const size_t shared = sizeof(float) * static_cast<size_t>(group) * V;
+    probs_backward_kernel<Act, kReduceMaxThreads>
+        <<<static_cast<unsigned>(p.N), static_cast<unsigned>(group), shared, stream>>>(p, group);
+  }
+  check_launch("unpermute probs_backward", p.stream);
+}
+
+}  // namespace
+
+size_t routing_workspace_bytes(const RoutingShape& shape, bool fp32_rows) { return layout_of(shape, fp32_rows).total; }
+
+void launch_permute_forward(const PermuteForward& args) {
+  const RoutingShape& s = args.r.shape;
+  if (s.T == 0) return;
+  require_workspace(args.r, false, "permute forward");
+  const Index ix = build_index(args.r, layout_of(s, false));
+  copy_token_rows(args.r, ix, args.tokens, args.permuted);
+}
+
+void launch_permute_backward(const PermuteBackward& args) {
+  const RoutingShape& s = args.r.shape;
+  if (s.T == 0) return;
+  require_workspace(args.r, false, "permute backward");
+  const Index ix = build_index(args.r, layout_of(s, false));
+  if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.d_permuted, nullptr, args.d_tokens);
+  zero(args.d_tokens, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "permute d_tokens");
+  atomic_scatter_rows(args.r, ix, args.d_permuted, nullptr, args.d_tokens);
+}
+
+void launch_unpermute_forward(const UnpermuteForward& args) {
+  const RoutingShape& s = args.r.shape;
+  if (s.T == 0) return;
+  const auto probs = static_cast<const float*>(args.probs);
+  // The order-of-arrival sum with probs accumulates fp32 rows, in the output itself when it is fp32.
+  const bool fp32_rows = args.order_of_arrival && probs && s.dtype != DType::kFP32;
+  require_workspace(args.r, fp32_rows, "unpermute forward");
+  const Layout l = layout_of(s, fp32_rows);
+  const Index ix = build_index(args.r, l);
+  if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.permuted, probs, args.out);
+  const size_t out_bytes = static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype);
+  if (!fp32_rows) {
+    zero(args.out, out_bytes, args.r.stream, "unpermute out");
+    return atomic_scatter_rows(args.r, ix, args.permuted, probs, args.out);
+  }
+  zero(ix.rows32, static_cast<size_t>(s.T * s.H) * sizeof(float), args.r.stream, "unpermute fp32 rows");
+  atomic_scatter_rows(args.r, ix, args.permuted, probs, ix.rows32);
+  if (s.H == 0) return;
+  switch (s.dtype) {
+    case DType::kBF16: return launch_round_rows<BF16>(ix.rows32, args.out, s.T * s.H, args.r.stream);
+    case DType::kFP16: return launch_round_rows<FP16>(ix.rows32, args.out, s.T * s.H, args.r.stream);
+    default: throw std::invalid_argument(std::string("routing: no kernel for rows of dtype ") + std::string(dtype_name(s.dtype)));
+  }
+}
+
+void launch_unpermute_backward(const UnpermuteBackward& args) {
+  const RoutingShape& s = args.r.shape;
+  if (s.T == 0) return;
+  require_workspace(args.r, false, "unpermute backward");
+  const Index ix = build_index(args.r, layout_of(s, false));
+  if (!args.probs) return copy_token_rows(args.r, ix, args.d_out, args.d_permuted);
+  zero(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
+  if (s.N == 0 || s.H == 0) return;  // d_probs: the empty sums, +0
+  if (!args.permuted) throw std::invalid_argument("unpermute backward with probs: no permuted rows");
+  ProbsBackward p;
+  p.N = s.N;
+  p.H = s.H;
+  p.E = s.E;
+  p.d_out = args.d_out;
+  p.permuted = args.permuted;
+  p.probs = static_cast<const float*>(args.probs);
+  p.pos_token = ix.pos_token;
+  p.pos_expert = ix.pos_expert;
+  p.plan = args.plan;
+  p.d_permuted = args.d_permuted;
+  p.d_probs = static_cast<float*>(args.d_probs);
+  p.stream = args.r.stream;
+  switch (s.dtype) {
+    case DType::kBF16: return launch_probs_backward<BF16>(p);
+    case DType::kFP16: return launch_probs_backward<FP16>(p);
+    case DType::kFP32: return launch_probs_backward<FP32>(p);
+    default: throw std::invalid_argument(std::string("routing: no kernel for rows of dtype ") + std::string(dtype_name(s.dtype)));
+  }
+}
+
+}  // namespace bitparity::gpu

@@ -1,0 +1,192 @@
+// The kernel records of the routing ops (spec OP-1, OP-2, OP-3): each binds its launcher
+// (gpu/routing_kernels.h) to device tensors. The ops' validate has checked the inputs and fixed
+// the output shapes; what is left here is each contract's own reading of the case: the router's
+// attributes, whether a baseline sums in order of arrival (ContractInfo::order_of_arrival), rule 7's
+// plans, and the device workspace of the index, allocated at bind so that a launch allocates
+// nothing.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/error.h"
+#include "gpu/common/row_sum.h"
+#include "gpu/records.h"
+#include "gpu/routing_kernels.h"
+#include "gpu/runtime.h"
+
+namespace bitparity::gpu {
+namespace {
+
+using Workspace = std::shared_ptr<DeviceBuffer>;
+
+Workspace workspace_of(size_t bytes) { return std::make_shared<DeviceBuffer>(bytes); }
+
+const void* data_or_null(const DeviceTensor* t) { return t ? t->data() : nullptr; }
+
+// --- permute and unpermute ----------------------------------------------------------------------
+
+// routing_map is [T, E] and the token rows [*, H] (validate); N is the permuted rows' count.
+RoutingCommon routing_common(const KernelArgs& k, const DeviceTensor& rows, int64_t N) {
+  const DeviceTensor& map = required(k.inputs, "routing_map");
+  RoutingCommon r;
+  r.shape.dtype = rows.dtype;
+  r.shape.T = map.shape.at(0);
+  r.shape.E = map.shape.at(1);
+  r.shape.N = N;
+  r.shape.H = rows.shape.at(1);
+  r.routing_map = map.data();
+  r.ilp = k.ilp;
+  r.stream = k.stream;
+  return r;
+}
+
+BoundLaunch bind_permute(const KernelArgs& k) {
+  if (k.c.direction == Direction::kForward) {
+    const DeviceTensor& permuted = required(k.outputs, "permuted");
+    PermuteForward p;
+    p.r = routing_common(k, required(k.inputs, "tokens"), permuted.shape.at(0));
+    p.tokens = required(k.inputs, "tokens").data();
+    p.permuted = permuted.data();
+    const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
+    p.r.workspace = ws->get();
+    return [p, ws] { launch_permute_forward(p); };
+  }
+  const DeviceTensor& d_permuted = required(k.inputs, "d_permuted");
+  PermuteBackward p;
+  p.r = routing_common(k, d_permuted, d_permuted.shape.at(0));
+  p.order_of_arrival = k.contract.order_of_arrival;
+  p.d_permuted = d_permuted.data();
+  p.d_tokens = required(k.outputs, "d_tokens").data();
+  const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
+  p.r.workspace = ws->get();
+  return [p, ws] { launch_permute_backward(p); };
+}
+
+BoundLaunch bind_unpermute(const KernelArgs& k) {
+  const DeviceTensor* probs = optional(k.inputs, "probs");
+  if (k.c.direction == Direction::kForward) {
+    const DeviceTensor& permuted = required(k.inputs, "permuted");
+    UnpermuteForward p;
+    p.r = routing_common(k, permuted, permuted.shape.at(0));
+    p.order_of_arrival = k.contract.order_of_arrival;
+    p.permuted = permuted.data();
+    p.probs = data_or_null(probs);
+    p.out = required(k.outputs, "out").data();
+    const bool fp32_rows = p.order_of_arrival && probs && permuted.dtype != DType::kFP32;
+    const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape, fp32_rows));
+    p.r.workspace = ws->get();
+    return [p, ws] { launch_unpermute_forward(p); };
+  }
+  const DeviceTensor& d_out = required(k.inputs, "d_out");
+  const DeviceTensor& d_permuted = required(k.outputs, "d_permuted");
+  UnpermuteBackward p;
+  p.r = routing_common(k, d_out, d_permuted.shape.at(0));
+  p.d_out = d_out.data();
+  p.d_permuted = d_permuted.data();
+  if (probs) {
+    p.probs = probs->data();
+    p.permuted = required(k.inputs, "permuted").data();
+    p.d_probs = required(k.outputs, "d_probs").data();
+    // Rule 7 has no plan for an empty row (the empty sum is +0) and rejects what it does not model.
+    if (p.r.shape.N > 0 && p.r.shape.H > 0) p.plan = rule7_row_sum_plan(p.r.shape.H, p.r.shape.N);
+  }
+  const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
+  p.r.workspace = ws->get();
+  return [p, ws] { launch_unpermute_backward(p); };
+}
+
+// --- router_topk ------------------------------------------------------------------------------------
+
+constexpr const char* kScoreSigmoid = "sigmoid";
+constexpr const char* kScoreSqrtSoftplus = "sqrt_softplus";
+
+int64_t k_attr(const Case& c) {
+  const auto it = c.attrs.find("k");
+  if (it != c.attrs.end()) {
+    if (const int64_t* i = std::get_if<int64_t>(&it->second)) return *i;
+    if (const double* d = std::get_if<double>(&it->second)) return static_cast<int64_t>(*d);
+  }
+  throw std::logic_error("router_topk: a case without the integer attribute k passed validate");
+}
+
+RouterScore score_attr(const Case& c) {
+  const auto it = c.attrs.find("score");
+  if (it == c.attrs.end()) return RouterScore::kSigmoid;
+  const std::string* name = std::get_if<std::string>(&it->second);
+  if (name && *name == kScoreSigmoid) return RouterScore::kSigmoid;
+  if (name && *name == kScoreSqrtSoftplus) return RouterScore::kSqrtSoftplus;
+  throw std::logic_error("router_topk: a score attribute other than sigmoid or sqrt_softplus passed validate");
+}
+
+// The fields every router launch shares: logits [T, E], the attributes, the slot sums' plan.
+RouterCommon router_common(const KernelArgs& k) {
+  const DeviceTensor& logits = required(k.inputs, "logits");
+  const DeviceTensor* bias = optional(k.inputs, "bias");
+  RouterCommon r;
+  r.dtype = logits.dtype;
+  r.T = logits.shape.at(0);
+  r.E = logits.shape.at(1);
+  r.k = k_attr(k.c);
+  r.score = score_attr(k.c);
+  // Megatron's `if scale:`: absent or 0 means none; any other value (NaN included) scales.
+  const std::optional<double> scaling = k.c.float_attr("scaling");
+  r.scaled = scaling.has_value() && *scaling != 0.0;
+  r.scale = r.scaled ? static_cast<float>(*scaling) : 1.0f;
+  // D and dD: rule 7, last-dim sums of the k slot values in a tensor of T rows.
+  if (r.k > 1 && r.T > 0) r.plan = rule7_row_sum_plan(r.k, r.T);
+  r.logits = logits.data();
+  r.bias = static_cast<const float*>(data_or_null(bias));
+  r.stream = k.stream;
+  return r;
+}
+
+// probs and d_probs are fp32 when k > 1, else the logits' dtype (validate's OutputMetas agree).
+void require_probs_dtype(const RouterCommon& r, const DeviceTensor& t, const char* name) {
+  const DType expected = r.k > 1 ? DType::kFP32 : r.dtype;
+  if (t.dtype != expected)
+    throw std::logic_error(std::string("router_topk: ") + name + " of dtype " + std::string(dtype_name(t.dtype)) +
+                           " where the megatron_eager kernels write " + std::string(dtype_name(expected)));
+}
+
+BoundLaunch bind_router_topk(const KernelArgs& k) {
+  if (k.c.direction == Direction::kForward) {
+    RouterForward p;
+    p.r = router_common(k);
+    const DeviceTensor& probs = required(k.outputs, "probs");
+    require_probs_dtype(p.r, probs, "probs");
+    p.probs = probs.data();
+    p.routing_map = required(k.outputs, "routing_map").data();
+    const Workspace ws = workspace_of(router_workspace_bytes(p.r.T, p.r.E, p.r.k));
+    p.r.workspace = ws->get();
+    return [p, ws] { launch_router_forward(p); };
+  }
+  RouterBackward p;
+  p.r = router_common(k);
+  p.gather_path = p.r.bias != nullptr;  // bias present: gather (dS = +0 + dG); absent: topk (-0 kept)
+  const DeviceTensor& d_probs = required(k.inputs, "d_probs");
+  require_probs_dtype(p.r, d_probs, "d_probs");
+  p.topk_idx = static_cast<const int64_t*>(required(k.inputs, "topk_idx").data());
+  p.d_probs = d_probs.data();
+  p.d_logits = required(k.outputs, "d_logits").data();
+  return [p] { launch_router_backward(p); };
+}
+
+}  // namespace
+
+std::vector<KernelRecord> routing_kernels() {
+  return {
+      {"router_topk", "megatron_eager", bind_router_topk},
+      {"permute", "megatron_eager", bind_permute},
+      {"permute", "paddle_aligned", bind_permute},
+      {"permute", "baseline", bind_permute},
+      {"unpermute", "megatron_eager", bind_unpermute},
+      {"unpermute", "paddle_aligned", bind_unpermute},
+      {"unpermute", "baseline", bind_unpermute},
+  };
+}
+
+}  // namespace bitparity::gpu
