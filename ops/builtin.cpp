@@ -20,13 +20,13 @@ const Registry& builtin_registry() {
     r.add_op(ops::swiglu());
     r.add_op(ops::swiglu_scale());
     r.add_op(ops::router_topk());
-    // [permute op]
-    // [unpermute op]
+    r.add_op(ops::permute());
+    r.add_op(ops::unpermute());
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
     r.add_impls("ref", ref::router_topk_impls());
-    // [permute impls]
-    // [unpermute impls]
+    r.add_impls("ref", ref::permute_impls());
+    r.add_impls("ref", ref::unpermute_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #else

@@ -1,1 +1,550 @@
 #include "ops/routing_map.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+
+#include <rapidcheck.h>
+
+#include "core/error.h"
+#include "core/gen.h"
+#include "core/random.h"
+
+namespace bitparity::ops::routing_map {
+namespace {
+
+constexpr const char* kMap = "routing_map";
+constexpr const char* kProbs = "probs";
+// The inputs of the two ops by how they are indexed.
+const char* const kTokenRowInputs[] = {"tokens", "d_out"};        // [T, H]
+const char* const kSlotRowInputs[] = {"permuted", "d_permuted"};  // [N, H], expert-major
+
+std::string dims(const Tensor& t) { return shape_string(t.shape()); }
+
+bool is_data_dtype(DType d) { return d == DType::kBF16 || d == DType::kFP16 || d == DType::kFP32; }
+
+// Rows `rows` of a [*, H] tensor, columns [h0, h0 + width).
+Tensor gather_rows(const Tensor& t, const std::vector<int64_t>& rows, int64_t h0, int64_t width) {
+  const int64_t H = t.dim(1);
+  Tensor out(t.dtype(), {static_cast<int64_t>(rows.size()), width});
+  for (size_t i = 0; i < rows.size(); ++i)
+    for (int64_t h = 0; h < width; ++h) out.set_bits(static_cast<int64_t>(i) * width + h, t.bits(rows[i] * H + h0 + h));
+  return out;
+}
+
+std::vector<int64_t> iota(int64_t from, int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), from);
+  return v;
+}
+
+// The width H of the case's data tensors, or -1 when it has none of rank 2.
+int64_t data_width(const Case& c) {
+  for (const char* name : {"tokens", "d_out", "permuted", "d_permuted"})
+    if (const Tensor* t = c.input(name); t && t->rank() == 2) return t->dim(1);
+  return -1;
+}
+
+}  // namespace
+
+KRule k_rule(const ContractInfo& contract) {
+  if (contract.name == "megatron_eager") return KRule::kSameAsRowZero;
+  if (contract.name == "paddle_aligned") return KRule::kSameOverValidRows;
+  if (contract.name == "baseline") return KRule::kAny;
+  throw std::logic_error("routing_map: no rule on the experts per row for contract " + contract.name);
+}
+
+int64_t Routing::position(int64_t t, int64_t e) const {
+  const std::vector<int64_t>& s = slots[static_cast<size_t>(t)];
+  const auto it = std::lower_bound(s.begin(), s.end(), e);
+  if (it == s.end() || *it != e) return -1;
+  return positions[static_cast<size_t>(t)][static_cast<size_t>(it - s.begin())];
+}
+
+Routing read(const std::string& who, const Tensor* map) {
+  if (!map) throw RejectError("shape", who + ": routing_map is required");
+  if (map->dtype() != DType::kBool)
+    throw RejectError("dtype", who + ": routing_map must be bool; got " + std::string(dtype_name(map->dtype())));
+  if (map->rank() != 2) throw RejectError("shape", who + ": routing_map must have shape [T, E]; got " + dims(*map));
+  Routing r;
+  r.tokens = map->dim(0);
+  r.experts = map->dim(1);
+  r.slots.resize(static_cast<size_t>(r.tokens));
+  r.positions.resize(static_cast<size_t>(r.tokens));
+  r.count.assign(static_cast<size_t>(r.experts), 0);
+  r.offset.assign(static_cast<size_t>(r.experts), 0);
+  for (int64_t t = 0; t < r.tokens; ++t)
+    for (int64_t e = 0; e < r.experts; ++e)
+      if (map->bits(t * r.experts + e) != 0) {
+        r.slots[static_cast<size_t>(t)].push_back(e);
+        ++r.count[static_cast<size_t>(e)];
+      }
+  int64_t n = 0;
+  for (int64_t e = 0; e < r.experts; ++e) {
+    r.offset[static_cast<size_t>(e)] = n;
+    n += r.count[static_cast<size_t>(e)];
+  }
+  // pos(t, e) = off[e] + #{t' < t : M[t', e]}: tokens in ascending order fill each expert's block.
+  r.token_of_row.assign(static_cast<size_t>(n), 0);
+  std::vector<int64_t> filled(static_cast<size_t>(r.experts), 0);
+  for (int64_t t = 0; t < r.tokens; ++t)
+    for (int64_t e : r.slots[static_cast<size_t>(t)]) {
+      const int64_t p = r.offset[static_cast<size_t>(e)] + filled[static_cast<size_t>(e)]++;
+      r.positions[static_cast<size_t>(t)].push_back(p);
+      r.token_of_row[static_cast<size_t>(p)] = t;
+    }
+  return r;
+}
+
+std::optional<Routing> try_read(const Case& c) {
+  try {
+    return read(c.op, c.input(kMap));
+  } catch (const RejectError&) {
+    return std::nullopt;
+  }
+}
+
+void check_counts(const std::string& who, const Routing& r, const ContractInfo& contract) {
+  const KRule rule = k_rule(contract);
+  if (rule == KRule::kAny) return;
+  if (rule == KRule::kSameAsRowZero && r.tokens == 0)
+    throw RejectError("shape", who + ": routing_map has no rows; " + contract.name +
+                                   " reads k from row 0 (T = 0 is an index error in Megatron's aligned permute)");
+  int64_t first = -1;  // the row whose count the others must match
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    const int64_t n = r.slot_count(t);
+    if (rule == KRule::kSameOverValidRows && n == 0) continue;  // padding
+    if (first < 0) {
+      first = t;
+      continue;
+    }
+    if (n != r.slot_count(first))
+      throw RejectError("shape", who + ": routing_map: every " +
+                                     (rule == KRule::kSameOverValidRows ? "row that is not padding" : "row") +
+                                     " must route to the same number of experts; row " + std::to_string(t) + " has " +
+                                     std::to_string(n) + ", row " + std::to_string(first) + " has " +
+                                     std::to_string(r.slot_count(first)));
+  }
+}
+
+const Tensor& required(const std::string& who, const Case& c, const std::string& name) {
+  const Tensor* t = c.input(name);
+  if (!t) throw RejectError("shape", who + ": " + name + " is required");
+  return *t;
+}
+
+int64_t check_data(const std::string& who, const Tensor& t, const std::string& name, int64_t rows,
+                   const std::string& rows_meaning) {
+  if (!is_data_dtype(t.dtype()))
+    throw RejectError("dtype", who + ": " + name + " must be bf16, fp16 or fp32; got " + std::string(dtype_name(t.dtype())));
+  if (t.rank() != 2 || t.dim(0) != rows)
+    throw RejectError("shape", who + ": " + name + " must have shape [" + std::to_string(rows) + ", H] (" +
+                                   rows_meaning + "); got " + dims(t));
+  return t.dim(1);
+}
+
+void check_probs(const std::string& who, const Tensor& probs, const Routing& r) {
+  if (probs.dtype() != DType::kFP32)
+    throw RejectError("dtype", who + ": probs must be fp32; got " + std::string(dtype_name(probs.dtype())));
+  if (probs.shape() != Shape{r.tokens, r.experts})
+    throw RejectError("shape", who + ": probs must have routing_map's shape " + shape_string({r.tokens, r.experts}) +
+                                   "; got " + dims(probs));
+}
+
+// --- cuts ----------------------------------------------------------------------------------------
+
+Cut tokens_cut(int64_t r0, int64_t n) {
+  Cut k;
+  k.r0 = r0;
+  k.n = n;
+  return k;
+}
+
+Case cut(const Case& c, const Cut& k) {
+  const Routing r = read(c.op, c.input(kMap));
+  if (k.r0 < 0 || k.n < 0 || k.r0 + k.n > r.tokens) throw std::logic_error("routing_map::cut: rows out of range");
+  const std::vector<int64_t> experts = k.experts.empty() ? iota(0, r.experts) : k.experts;
+  const int64_t E = static_cast<int64_t>(experts.size());
+  Tensor map(DType::kBool, {k.n, E});
+  for (int64_t i = 0; i < k.n; ++i) {
+    const int64_t t = k.r0 + i;
+    const std::vector<int64_t>& s = r.slots[static_cast<size_t>(t)];
+    for (int64_t j = 0; j < E; ++j) {
+      const auto it = std::lower_bound(s.begin(), s.end(), experts[static_cast<size_t>(j)]);
+      if (it == s.end() || *it != experts[static_cast<size_t>(j)]) continue;
+      if (k.keep_slot && !k.keep_slot(t, it - s.begin())) continue;
+      map.set_bits(i * E + j, 1);
+    }
+  }
+  // The kept pairs' old positions in the cut map's expert-major order.
+  std::vector<int64_t> rows;
+  for (int64_t j = 0; j < E; ++j)
+    for (int64_t i = 0; i < k.n; ++i)
+      if (map.bits(i * E + j)) rows.push_back(r.position(k.r0 + i, experts[static_cast<size_t>(j)]));
+
+  Case out = c;
+  out.inputs[kMap] = map;
+  auto window = [&](const Tensor& t) { return k.width < 0 ? t.dim(1) - k.h0 : k.width; };
+  for (const char* name : kSlotRowInputs)
+    if (const Tensor* t = c.input(name); t && t->rank() == 2 && t->dim(0) == r.rows())
+      out.inputs[name] = gather_rows(*t, rows, k.h0, window(*t));
+  for (const char* name : kTokenRowInputs)
+    if (const Tensor* t = c.input(name); t && t->rank() == 2 && t->dim(0) == r.tokens)
+      out.inputs[name] = gather_rows(*t, iota(k.r0, k.n), k.h0, window(*t));
+  if (const Tensor* p = c.input(kProbs); p && p->shape() == Shape{r.tokens, r.experts}) {
+    Tensor probs(p->dtype(), {k.n, E});
+    for (int64_t i = 0; i < k.n; ++i)
+      for (int64_t j = 0; j < E; ++j) probs.set_bits(i * E + j, p->bits((k.r0 + i) * r.experts + experts[static_cast<size_t>(j)]));
+    out.inputs[kProbs] = probs;
+  }
+  return out;
+}
+
+Case take_rows(const Case& c, int64_t r0, int64_t n) {
+  if (try_read(c)) return cut(c, tokens_cut(r0, n));
+  // A map that cannot be read indexes nothing: cut the rows-first inputs, keep the rest.
+  Case out = c;
+  for (const char* name : {"tokens", "d_out", kMap, kProbs}) {
+    const Tensor* t = c.input(name);
+    if (!t || t->rank() == 0 || t->dim(0) < r0 + n) continue;
+    Shape shape = t->shape();
+    const size_t row_bytes = shape[0] > 0 ? t->nbytes() / static_cast<size_t>(shape[0]) : 0;
+    shape[0] = n;
+    Tensor rows(t->dtype(), shape);
+    if (rows.nbytes() > 0) std::memcpy(rows.data(), t->data() + static_cast<size_t>(r0) * row_bytes, rows.nbytes());
+    out.inputs[name] = rows;
+  }
+  return out;
+}
+
+std::vector<Case> shrink_shape(const Case& c) {
+  constexpr int64_t kMaxSingleTokens = 8, kMaxWindows = 16, kVector = 4;  // rule 7 vectorizes by 4
+  const std::optional<Routing> r = try_read(c);
+  if (!r) return {};
+  const int64_t T = r->tokens;
+  std::vector<Case> out;
+  auto add = [&](Cut k) {
+    try {
+      out.push_back(cut(c, k));
+    } catch (const std::exception&) {
+      // a cut the case's other inputs do not follow is no candidate
+    }
+  };
+  if (c.inputs.count(kProbs)) {
+    Case plain = c;
+    plain.inputs.erase(kProbs);
+    if (c.direction == Direction::kBackward) plain.inputs.erase("permuted");  // only d_probs reads it
+    out.push_back(plain);
+  }
+  if (T > 1) {
+    for (int64_t t = 0; t < std::min(T, kMaxSingleTokens); ++t) add(tokens_cut(t, 1));
+    add(tokens_cut(0, T / 2));
+    add(tokens_cut(T / 2, T - T / 2));
+  }
+  std::vector<int64_t> used;
+  for (int64_t e = 0; e < r->experts; ++e)
+    if (r->count[static_cast<size_t>(e)] > 0) used.push_back(e);
+  if (!used.empty() && static_cast<int64_t>(used.size()) < r->experts) {
+    Cut k = tokens_cut(0, T);
+    k.experts = used;
+    add(k);
+  }
+  int64_t max_slots = 0;
+  for (int64_t t = 0; t < T; ++t) max_slots = std::max(max_slots, r->slot_count(t));
+  if (max_slots >= 2)
+    for (int64_t j = 0; j < max_slots; ++j) {
+      Cut k = tokens_cut(0, T);
+      k.keep_slot = [j](int64_t, int64_t slot) { return slot != j; };
+      add(k);
+    }
+  const int64_t H = data_width(c);
+  auto add_windows = [&](int64_t width, int64_t max_windows) {
+    if (width <= 0 || width >= H) return;
+    for (int64_t w = 0; w < std::min((H + width - 1) / width, max_windows); ++w) {
+      Cut k = tokens_cut(0, T);
+      k.h0 = std::min(w * width, H - width);
+      k.width = width;
+      add(k);
+    }
+  };
+  add_windows(H / 2, 3);
+  add_windows(H / 2 / kVector * kVector, 3);
+  for (int64_t width : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}, int64_t{16}}) add_windows(width, kMaxWindows);
+  return out;
+}
+
+// --- generation ----------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int64_t kMinElements = 4096, kElementsPerSize = 1024;  // elements of a case by RapidCheck size
+constexpr int64_t kMaxK = 8;                     // GLM-4.5's top-k
+constexpr int64_t kManyExperts[] = {64, 128, 160};  // GLM-4.5-Air has 128 experts, GLM-4.5 160
+constexpr int64_t kMaxTokensWithManyExperts = 8;
+constexpr int64_t kMaxExtraExperts = 12;
+constexpr int64_t kSmallHMax = 33;
+constexpr int64_t kModelH = 4096;                // GLM-4.5's hidden size
+// Spec OP-2: an fp32 sum of bf16 slot values is exact, so order-independent, while their exponent
+// spread is at most 13 binades; beyond it the order can show.
+constexpr int kExactSpreadBinades = 13;
+
+enum class MapKind { kUniform, kPadding, kAllPadding, kRagged };
+
+rc::Gen<DType> data_dtype() {
+  return rc::gen::weightedElement<DType>({{6, DType::kBF16}, {2, DType::kFP32}, {1, DType::kFP16}});
+}
+
+rc::Gen<int64_t> hidden_H() {
+  return rc::gen::weightedOneOf<int64_t>({
+      {4, rc::gen::inRange<int64_t>(1, kSmallHMax + 1)},
+      {4, rc::gen::map(rc::gen::inRange<int64_t>(1, 33), [](int64_t m) { return 8 * m; })},
+      {1, rc::gen::just(kModelH)},
+  });
+}
+
+// k distinct experts of E, ascending (a partial Fisher-Yates shuffle of rc draws, no retries).
+std::vector<int64_t> draw_experts(int64_t E, int64_t k) {
+  std::vector<int64_t> pool = iota(0, E);
+  for (int64_t j = 0; j < k; ++j) std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(*rc::gen::inRange<int64_t>(j, E))]);
+  pool.resize(static_cast<size_t>(k));
+  std::sort(pool.begin(), pool.end());
+  return pool;
+}
+
+Tensor map_tensor(const std::vector<std::vector<int64_t>>& rows, int64_t E) {
+  Tensor map(DType::kBool, {static_cast<int64_t>(rows.size()), E});
+  for (size_t t = 0; t < rows.size(); ++t)
+    for (int64_t e : rows[t]) map.set_bits(static_cast<int64_t>(t) * E + e, 1);
+  return map;
+}
+
+std::vector<std::vector<int64_t>> draw_rows(MapKind kind, int64_t T, int64_t E, int64_t k) {
+  const int64_t max_ragged = std::min(E, kMaxK);
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(T));
+  for (auto& row : rows) {
+    int64_t n = k;
+    if (kind == MapKind::kPadding) n = *rc::gen::weightedElement<bool>({{2, true}, {1, false}}) ? k : 0;
+    if (kind == MapKind::kAllPadding) n = 0;
+    if (kind == MapKind::kRagged) n = *rc::gen::inRange<int64_t>(0, max_ragged + 1);
+    row = draw_experts(E, n);
+  }
+  auto all_same = [&] {
+    return std::all_of(rows.begin(), rows.end(), [&](const auto& row) { return row.size() == rows[0].size(); });
+  };
+  if (kind == MapKind::kPadding && T > 0 &&
+      std::none_of(rows.begin(), rows.end(), [](const auto& row) { return row.empty(); }))
+    rows[static_cast<size_t>(*rc::gen::inRange<int64_t>(0, T))].clear();
+  if (kind == MapKind::kRagged && T >= 2 && all_same())
+    rows[0] = draw_experts(E, (static_cast<int64_t>(rows[0].size()) + 1) % (max_ragged + 1));
+  return rows;
+}
+
+// Slot values whose sum depends on the order (OP-2: more than 13 binades apart): for some tokens,
+// in every column, one slot holds a large B, another -B, the others small values (each exact in
+// every data dtype), so that where B and -B meet in the summation tree decides what survives of the
+// small ones. With probs, the two slots share one prob, so that the products still cancel.
+void make_order_sensitive(Case& c, const std::string& name, const Routing& r, DType dt) {
+  constexpr uint64_t kColumnStride = 0x100000001b3ull;  // FNV's prime: seeds apart per column
+  const bool fp16 = dt == DType::kFP16;
+  const int big_lo = fp16 ? 13 : 24, big_hi = fp16 ? 14 : 30;  // fp16's largest finite is below 2^16
+  constexpr int kSmallMaxExp = -1, kSmallExps = 6;
+  Tensor& x = c.inputs.at(name);
+  Tensor* probs = c.inputs.count(kProbs) ? &c.inputs.at(kProbs) : nullptr;
+  const int64_t H = x.dim(1);
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    const int64_t k = r.slot_count(t);
+    if (k < 2 || !*rc::gen::arbitrary<bool>()) continue;
+    const int64_t a = *rc::gen::inRange<int64_t>(0, k);
+    int64_t b = *rc::gen::inRange<int64_t>(0, k - 1);
+    if (b >= a) ++b;
+    const int big_exp = *rc::gen::inRange(big_lo, big_hi + 1);
+    const double sign = *rc::gen::arbitrary<bool>() ? -1.0 : 1.0;
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    for (int64_t h = 0; h < H; ++h) {
+      const uint64_t u = splitmix64_mix(seed + static_cast<uint64_t>(h) * kColumnStride);
+      const double big = sign * std::ldexp(1.0 + static_cast<double>(u & 7) / 8.0, big_exp);
+      for (int64_t j = 0; j < k; ++j) {
+        const uint64_t v = splitmix64_mix(u + static_cast<uint64_t>(j) + 1);
+        const double small = ((v >> 10) & 1 ? -1.0 : 1.0) *
+                             std::ldexp(1.0 + static_cast<double>((v >> 3) & 127) / 128.0,
+                                        kSmallMaxExp - static_cast<int>(v % kSmallExps));
+        const double value = j == a ? big : j == b ? -big : small;
+        x.set_bits(r.positions[static_cast<size_t>(t)][static_cast<size_t>(j)] * H + h, from_double(dt, value));
+      }
+    }
+    if (probs) {
+      const std::vector<int64_t>& s = r.slots[static_cast<size_t>(t)];
+      probs->set_bits(t * r.experts + s[static_cast<size_t>(b)], probs->bits(t * r.experts + s[static_cast<size_t>(a)]));
+    }
+  }
+}
+
+std::string map_class(const Routing& r) {
+  if (r.tokens == 0) return "map=empty";
+  std::vector<int64_t> valid;
+  for (int64_t t = 0; t < r.tokens; ++t)
+    if (r.slot_count(t) > 0) valid.push_back(r.slot_count(t));
+  if (valid.empty()) return "map=all_padding";
+  if (std::any_of(valid.begin(), valid.end(), [&](int64_t n) { return n != valid[0]; })) return "map=ragged";
+  return static_cast<int64_t>(valid.size()) < r.tokens ? "map=padding" : "map=uniform";
+}
+
+// Whether some token's slot values in some column are more than 13 binades apart.
+bool slot_spread(const Case& c, const Routing& r) {
+  const std::string name = slot_sum_input(c.op, c.direction);
+  const Tensor* x = name.empty() ? nullptr : c.input(name);
+  if (!x || x->rank() != 2 || x->dim(0) != r.rows() || !is_floating(x->dtype())) return false;
+  const int64_t H = x->dim(1);
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    if (r.slot_count(t) < 2) continue;
+    for (int64_t h = 0; h < H; ++h) {
+      int lo = INT32_MAX, hi = INT32_MIN;
+      for (int64_t p : r.positions[static_cast<size_t>(t)]) {
+        const double v = x->f64(p * H + h);
+        if (!std::isfinite(v) || v == 0) continue;
+        lo = std::min(lo, std::ilogb(v));
+        hi = std::max(hi, std::ilogb(v));
+      }
+      if (hi != INT32_MIN && hi - lo > kExactSpreadBinades) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> floating_inputs(const std::string& op, Direction d) {
+  if (op == "permute") return {d == Direction::kForward ? "tokens" : "d_permuted"};
+  if (d == Direction::kForward) return {"permuted", "probs"};
+  return {"d_out", "probs", "permuted"};
+}
+
+}  // namespace
+
+std::string slot_sum_input(const std::string& op, Direction d) {
+  if (op == "permute" && d == Direction::kBackward) return "d_permuted";
+  if (op == "unpermute" && d == Direction::kForward) return "permuted";
+  return "";
+}
+
+rc::Gen<Case> generate(const std::string& op, Direction direction) {
+  return rc::gen::exec([op, direction] {
+    Case c;
+    c.op = op;
+    c.direction = direction;
+    const DType dt = *data_dtype();
+    const int64_t H = *hidden_H();
+    const int64_t k = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(1)}, {6, rc::gen::inRange<int64_t>(2, kMaxK + 1)}});
+    int64_t T = *gen::rows();
+    int64_t E = k;  // E = k: every token routes to every expert
+    switch (*rc::gen::weightedElement<int>({{1, 0}, {1, 1}, {4, 2}})) {
+      case 1:  // E >> T
+        E = *rc::gen::elementOf(std::vector<int64_t>(std::begin(kManyExperts), std::end(kManyExperts)));
+        T = std::min(T, kMaxTokensWithManyExperts);
+        break;
+      case 2: E = k + *rc::gen::inRange<int64_t>(0, kMaxExtraExperts + 1); break;
+      default: break;
+    }
+    const MapKind kind = *rc::gen::weightedElement<MapKind>(
+        {{6, MapKind::kUniform}, {2, MapKind::kPadding}, {1, MapKind::kAllPadding}, {1, MapKind::kRagged}});
+    // RapidCheck's size (0..100) bounds the elements of the data tensors: few tokens when H is wide.
+    const int64_t max_elements =
+        kMinElements + int64_t{*rc::gen::withSize([](int size) { return rc::gen::just(size); })} * kElementsPerSize;
+    const int64_t per_token = H * (std::max(k, kMaxK) + 1);
+    if (T > 1 && T * per_token > max_elements) T = std::max<int64_t>(1, max_elements / per_token);
+
+    const Tensor map = map_tensor(draw_rows(kind, T, E, k), E);
+    c.inputs[kMap] = map;
+    const Routing r = read(op, &map);
+    auto data = [&](int64_t rows) { return *gen::tensor(dt, {rows, H}, *gen::value_family()); };
+    if (op == "permute") {
+      if (direction == Direction::kForward) c.inputs["tokens"] = data(T);
+      else c.inputs["d_permuted"] = data(r.rows());
+    } else {
+      const bool with_probs = *rc::gen::arbitrary<bool>();
+      if (with_probs) c.inputs[kProbs] = *gen::tensor(DType::kFP32, {T, E}, *gen::value_family());
+      if (direction == Direction::kForward) {
+        c.inputs["permuted"] = data(r.rows());
+      } else {
+        c.inputs["d_out"] = data(T);
+        if (with_probs) c.inputs["permuted"] = data(r.rows());
+      }
+    }
+    const std::string slot = slot_sum_input(op, direction);
+    if (!slot.empty() && *rc::gen::weightedElement<bool>({{3, false}, {1, true}})) make_order_sensitive(c, slot, r, dt);
+    return c;
+  });
+}
+
+std::vector<std::string> required_tags(const std::string& op, Direction direction) {
+  std::vector<std::string> tags = {"rows=0",         "rows=1..16",      "map=uniform", "map=padding",
+                                   "map=all_padding", "map=ragged",     "E=k",         "E>>T",
+                                   "k=1",            "H=small",         "H=multiple_of_8", "H=4096",
+                                   "dtype=bf16",     "dtype=fp32",      "dtype=fp16"};
+  if (!slot_sum_input(op, direction).empty()) tags.push_back("slots:spread>13");
+  if (op == "unpermute") tags.insert(tags.end(), {"probs", "no_probs"});
+  for (const std::string& input : floating_inputs(op, direction))
+    for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(input + ":" + value);
+  return tags;
+}
+
+CaseClasses classes(const Case& c) {
+  CaseClasses k;
+  const std::optional<Routing> r = try_read(c);
+  const bool probs = c.input(kProbs) != nullptr;
+  if (!r) {
+    k.shape_class = "map=unreadable";
+    k.value_class = "plain";
+    return k;
+  }
+  const std::string shape = map_class(*r);
+  // The signature keeps the map's class (padding, ragged: where contracts' rules differ), probs,
+  // and whether a slot sum is order-sensitive or holds a NaN; finer value tags stay in `tags`.
+  k.shape_class = shape + (probs ? ",probs" : "");
+  bool nan = false;
+  for (const auto& [name, t] : c.inputs)
+    if (is_floating(t.dtype()))
+      for (const std::string& v : gen::value_tags(t)) {
+        nan = nan || v == "nan";
+        k.tags.push_back(name + ":" + v);
+      }
+  const bool spread = slot_spread(c, *r);
+  k.value_class = std::string(spread ? "order_sensitive" : "plain") + (nan ? ",nan" : "");
+  k.tags.insert(k.tags.end(), {gen::rows_class(r->tokens), shape});
+  if (spread) k.tags.push_back("slots:spread>13");
+  if (c.op == "unpermute") k.tags.push_back(probs ? "probs" : "no_probs");
+  if (shape == "map=uniform" || shape == "map=padding") {
+    int64_t kk = 0;
+    for (int64_t t = 0; t < r->tokens; ++t) kk = std::max(kk, r->slot_count(t));
+    if (kk == 1) k.tags.push_back("k=1");
+    if (kk == r->experts) k.tags.push_back("E=k");
+  }
+  if (r->experts >= 8 * std::max<int64_t>(r->tokens, 1) && r->experts >= 4 * kMaxK) k.tags.push_back("E>>T");
+  const int64_t H = data_width(c);
+  if (H >= 0)
+    k.tags.push_back(H == kModelH ? "H=4096" : H <= kSmallHMax ? "H=small" : H % 8 == 0 ? "H=multiple_of_8" : "H=other");
+  for (const char* name : {"tokens", "d_out", "permuted", "d_permuted"})
+    if (const Tensor* t = c.input(name)) {
+      k.tags.push_back("dtype=" + std::string(dtype_name(t->dtype())));
+      break;
+    }
+  return k;
+}
+
+Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t seed) {
+  constexpr uint64_t kTokenStride = 0x100000001b3ull;
+  Tensor map(DType::kBool, {tokens, experts});
+  std::vector<int64_t> pool;
+  for (int64_t t = 0; t < tokens; ++t) {
+    pool = iota(0, experts);
+    uint64_t state = seed * kTokenStride + static_cast<uint64_t>(t);
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t pick = j + static_cast<int64_t>(splitmix64_next(state) % static_cast<uint64_t>(experts - j));
+      std::swap(pool[static_cast<size_t>(j)], pool[static_cast<size_t>(pick)]);
+      map.set_bits(t * experts + pool[static_cast<size_t>(j)], 1);
+    }
+  }
+  return map;
+}
+
+}  // namespace bitparity::ops::routing_map

@@ -1,2 +1,104 @@
-// placeholder: the routing-map checks and positions shared by permute and unpermute
+// The routing map that permute and unpermute share (spec OP-2, OP-3): its checks under each
+// contract, the structure both ops read from it (each token's experts, each expert's count and
+// offset, the position pos(t, e) of every routed pair in the expert-major order), the cut of a
+// case to fewer tokens, fewer experts, a smaller k or narrower rows that follows it (take_rows and
+// the shape shrinker), and the generators and classes of routing cases. Structure only: each
+// backend writes the arithmetic itself.
 #pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <rapidcheck/Gen.h>
+
+#include "core/registry.h"
+
+namespace bitparity::ops::routing_map {
+
+// How a contract constrains the experts per row.
+enum class KRule {
+  kSameAsRowZero,     // megatron_eager: k read from row 0 (T = 0 refused), every row routes to k
+  kSameOverValidRows, // paddle_aligned: rows with no expert are padding; the other rows share one k
+  kAny,               // baseline: index_select / scatter_add_ take any counts, T = 0 included
+};
+KRule k_rule(const ContractInfo& contract);
+
+// The structure of a bool [T, E] routing map M.
+struct Routing {
+  int64_t tokens = 0, experts = 0;
+  // Per token, its experts in ascending id: slot j is the j-th smallest (OP-2's reverse map).
+  std::vector<std::vector<int64_t>> slots;
+  // Per token, pos(t, slots[t][j]) for each slot j: ascending in j.
+  std::vector<std::vector<int64_t>> positions;
+  std::vector<int64_t> count;   // per expert: tokens routed to it
+  std::vector<int64_t> offset;  // per expert: off[e] = sum of count(e') for e' < e
+  std::vector<int64_t> token_of_row;  // per permuted row (expert-major): its token
+
+  int64_t rows() const { return static_cast<int64_t>(token_of_row.size()); }  // N, the true entries
+  int64_t slot_count(int64_t t) const { return static_cast<int64_t>(slots[static_cast<size_t>(t)].size()); }
+  // pos(t, e), or -1 when M[t, e] is false.
+  int64_t position(int64_t t, int64_t e) const;
+};
+
+// The routing map of a case; RejectError naming routing_map when it is absent, not bool or not
+// of rank 2 (`who` starts the message: "unpermute").
+Routing read(const std::string& who, const Tensor* map);
+// The same, or nothing when the map cannot be read (classes and cuts of malformed cases).
+std::optional<Routing> try_read(const Case& c);
+
+// The contract's rule on the experts per row (k_rule); RejectError("shape") naming routing_map.
+void check_counts(const std::string& who, const Routing& routing, const ContractInfo& contract);
+
+// The case's input `name`; RejectError("shape") naming it when absent.
+const Tensor& required(const std::string& who, const Case& c, const std::string& name);
+// A [rows, H] tensor of bf16, fp16 or fp32 (the data both ops move): RejectError("dtype") or
+// ("shape") naming `name`. Returns H.
+int64_t check_data(const std::string& who, const Tensor& t, const std::string& name, int64_t rows,
+                   const std::string& rows_meaning);
+// probs [T, E] fp32, the routing map's shape.
+void check_probs(const std::string& who, const Tensor& probs, const Routing& routing);
+
+// --- cuts: fewer tokens, experts, slots or columns -----------------------------------------------
+
+// Tokens [r0, r0 + n), hidden columns [h0, h0 + width), the experts `experts` (old ids, in their
+// new order: a permutation renames experts, a subset drops them), and of each kept token the slots
+// that keep_slot allows. The [N, H] inputs (permuted, d_permuted) keep the rows of the kept pairs
+// in the cut map's expert-major order; probs follows the tokens and experts.
+struct Cut {
+  int64_t r0 = 0, n = 0;
+  int64_t h0 = 0, width = -1;    // -1: every column
+  std::vector<int64_t> experts;  // empty: every expert, in order
+  std::function<bool(int64_t token, int64_t slot)> keep_slot;  // empty: every slot
+};
+Cut tokens_cut(int64_t r0, int64_t n);  // tokens [r0, r0 + n), the rest whole
+// Throws RejectError when the case's routing map cannot be read.
+Case cut(const Case& c, const Cut& cut);
+
+// OpInfo::take_rows of both ops: tokens [r0, r0 + n) and the permuted rows of those tokens. A
+// case whose routing map cannot be read has its rows-first inputs cut and the rest kept.
+Case take_rows(const Case& c, int64_t r0, int64_t n);
+
+// OpInfo::shrink_shape of both ops, most aggressive first: without probs, single tokens, halves
+// of the tokens, only the experts in use, one slot fewer per token, narrower rows.
+std::vector<Case> shrink_shape(const Case& c);
+
+// --- generation ----------------------------------------------------------------------------------
+
+// Random cases of `op` ("permute" or "unpermute") in one direction, reaching every edge class of
+// required_tags with a fixed probability.
+rc::Gen<Case> generate(const std::string& op, Direction direction);
+std::vector<std::string> required_tags(const std::string& op, Direction direction);
+CaseClasses classes(const Case& c);
+
+// The input whose per-token slot rows a direction sums (d_permuted of permute's backward, permuted
+// of unpermute's forward), or "" where the direction sums none.
+std::string slot_sum_input(const std::string& op, Direction direction);
+
+// A [T, E] routing map in which every token routes to k experts drawn uniformly without
+// replacement from splitmix64(seed): (T, E, k, seed) name its bits. For reference inputs.
+Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t seed);
+
+}  // namespace bitparity::ops::routing_map

@@ -1,5 +1,108 @@
-// placeholder: replaced by the contract implementations
+// unpermute (spec OP-3): the forward's sum of each token's slot rows (times probs) in each
+// contract's order; the backward's copy (times probs) and d_probs, a rule-7 row sum over H.
+#include <span>
+#include <vector>
+
+#include "ops/routing_map.h"
+#include "reference/numerics.h"
 #include "reference/routing.h"
+
 namespace bitparity::ref {
-std::vector<ImplEntry> unpermute_impls() { return {}; }
+namespace routing_sums {
+// Defined with permute's backward (reference/permute.cpp), which is the same sum.
+float rule7_slot_sum(std::span<const float> x);
+float sequential_sum(std::span<const float> x, DType each);
+float canonical(float v);
+}  // namespace routing_sums
+
+namespace {
+
+namespace rm = ops::routing_map;
+using namespace routing_sums;
+
+enum class Order { kRule7, kSequential };
+
+// out[t] = the sum over the token's slots j of x_j = f32(permuted[pos(t, e_j)]), or with probs
+// x_j = f32(permuted[pos(t, e_j)]) * probs[t, e_j] in fp32; a token with no slot gets +0.
+// kSequential: without probs, the accumulator is the dtype (rounded after every addition); with
+// probs it is fp32, rounded once at the end.
+TensorMap unpermute_forward(const Case& c, Order order) {
+  const Tensor& permuted = *c.input("permuted");
+  const Tensor* probs = c.input("probs");
+  const rm::Routing r = rm::read("unpermute", c.input("routing_map"));
+  const DType dt = permuted.dtype();
+  const int64_t H = permuted.dim(1);
+  Tensor out(dt, {r.tokens, H});
+  std::vector<float> x;
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    const std::vector<int64_t>& pos = r.positions[static_cast<size_t>(t)];
+    const std::vector<int64_t>& experts = r.slots[static_cast<size_t>(t)];
+    x.resize(pos.size());
+    for (int64_t h = 0; h < H; ++h) {
+      for (size_t j = 0; j < pos.size(); ++j) {
+        x[j] = permuted.f32(pos[j] * H + h);
+        if (probs) x[j] = x[j] * probs->f32(t * r.experts + experts[j]);  // bf16 * fp32 -> fp32
+      }
+      const float sum = order == Order::kRule7 ? rule7_slot_sum(x) : sequential_sum(x, probs ? DType::kFP32 : dt);
+      out.set_f32(t * H + h, canonical(sum));
+    }
+  }
+  return {{"out", out}};
+}
+
+// Every contract's backward: F.embedding's (or gather's) backward puts d_out[t] at each pos(t, e),
+// a copy; with probs the product's backward, dt(f32(d_out[t]) * p), and d_probs[t, e] the sum over
+// H of f32(d_out[t, h]) * f32(permuted[pos(t, e), h]) (the broadcast's reduction: rule 7's last-dim
+// row sum in a tensor of N rows).
+TensorMap unpermute_backward(const Case& c) {
+  const Tensor& d_out = *c.input("d_out");
+  const Tensor* probs = c.input("probs");
+  const rm::Routing r = rm::read("unpermute", c.input("routing_map"));
+  const DType dt = d_out.dtype();
+  const int64_t H = d_out.dim(1), N = r.rows();
+  Tensor d_permuted(dt, {N, H});
+  for (int64_t t = 0; t < r.tokens; ++t)
+    for (size_t j = 0; j < r.positions[static_cast<size_t>(t)].size(); ++j) {
+      const int64_t p = r.positions[static_cast<size_t>(t)][j];
+      for (int64_t h = 0; h < H; ++h) {
+        if (!probs) {
+          d_permuted.set_bits(p * H + h, d_out.bits(t * H + h));
+          continue;
+        }
+        const float w = probs->f32(t * r.experts + r.slots[static_cast<size_t>(t)][j]);
+        d_permuted.set_f32(p * H + h, canonical(d_out.f32(t * H + h) * w));
+      }
+    }
+  if (!probs) return {{"d_permuted", d_permuted}};
+
+  const Tensor& permuted = *c.input("permuted");
+  Tensor d_probs(DType::kFP32, {r.tokens, r.experts});  // +0 off the map
+  std::vector<float> products(static_cast<size_t>(H));
+  for (int64_t t = 0; t < r.tokens; ++t)
+    for (size_t j = 0; j < r.positions[static_cast<size_t>(t)].size(); ++j) {
+      const int64_t p = r.positions[static_cast<size_t>(t)][j];
+      for (int64_t h = 0; h < H; ++h) products[static_cast<size_t>(h)] = d_out.f32(t * H + h) * permuted.f32(p * H + h);
+      d_probs.set_f32(t * r.experts + r.slots[static_cast<size_t>(t)][j], canonical(torch_row_sum(products, N)));
+    }
+  return {{"d_permuted", d_permuted}, {"d_probs", d_probs}};
+}
+
+// megatron_eager and paddle_aligned: F.embedding(rev, Z).reshape(T, k, H).sum(1) (rule 7).
+TensorMap unpermute_aligned(const Case& c, const ContractInfo&) {
+  return c.direction == Direction::kForward ? unpermute_forward(c, Order::kRule7) : unpermute_backward(c);
+}
+
+// baseline: scatter_add_ into an out of the dtype (or fp32 with probs), ascending position.
+TensorMap unpermute_baseline(const Case& c, const ContractInfo&) {
+  return c.direction == Direction::kForward ? unpermute_forward(c, Order::kSequential) : unpermute_backward(c);
+}
+
+}  // namespace
+
+std::vector<ImplEntry> unpermute_impls() {
+  return {{"unpermute", "megatron_eager", unpermute_aligned},
+          {"unpermute", "baseline", unpermute_baseline},
+          {"unpermute", "paddle_aligned", unpermute_aligned}};
+}
+
 }  // namespace bitparity::ref
