@@ -177,7 +177,8 @@ OpInfo permute() {
   op.contracts = {
       {"megatron_eager",
        "copy forward; backward d_tokens[t] = dt(((a0+a1)+a2)+a3), a_(j mod 4) += f32(d_permuted[pos(t, e_j)]) over "
-       "the token's experts e_j ascending (rule 7, middle dim), one rounding; every row must route to row 0's k "
+       "the token's experts e_j ascending (rule 7, middle dim; with H = 1 the last-dim row sum of [T, k]), one "
+       "rounding; every row must route to row 0's k "
        "(k = 0 everywhere allowed); T = 0 refused (Megatron reads k from row 0)",
        kMegatronFrom},
       {"baseline",

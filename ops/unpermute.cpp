@@ -258,11 +258,10 @@ OpInfo unpermute() {
   op.contracts = {
       {"megatron_eager",
        "out[t] = dt(((a0+a1)+a2)+a3), a_(j mod 4) += x_j over the token's experts e_j ascending (rule 7, middle "
-       "dim), x_j = f32(permuted[pos(t, e_j)]) or, with probs, that times probs[t, e_j] in fp32; backward "
-       "d_permuted = d_out[t] copied (with probs dt(f32(d_out[t]) * p)), d_probs the rule-7 last-dim row sum over "
-       "H with rows = N; every row must route to row 0's k; T = 0 refused. Unverified: whether the embedding "
-       "backward's fp32 accumulation from +0 turns a -0 or a NaN payload of d_out into +0 or the canonical NaN (a "
-       "copy is modelled)",
+       "dim; with H = 1 the last-dim row sum of [T, k]), x_j = f32(permuted[pos(t, e_j)]) or, with probs, that "
+       "times probs[t, e_j] in fp32; backward d_permuted = dt(+0 + f32(d_out[t])) (the embedding backward's fp32 "
+       "accumulation: -0 becomes +0), with probs times p; d_probs the rule-7 last-dim row sum over H with rows = "
+       "N (H = 1: the product itself); every row must route to row 0's k; T = 0 refused",
        kMegatronFrom},
       {"baseline",
        "scatter_add_ with atomics, whose order is the order of arrival: the reference adds the token's rows in "

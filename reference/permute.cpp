@@ -6,6 +6,7 @@
 
 #include "ops/routing_map.h"
 #include "reference/math/device_math.h"
+#include "reference/numerics.h"
 #include "reference/routing.h"
 
 namespace bitparity::ref {
@@ -17,6 +18,13 @@ float rule7_slot_sum(std::span<const float> x) {
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (size_t j = 0; j < x.size(); ++j) acc[j % 4] += x[j];
   return ((acc[0] + acc[1]) + acc[2]) + acc[3];
+}
+
+// The aligned contracts' slot sum of [T, k, H] over k. With H = 1 the slot dimension is the
+// innermost one and torch reduces it as a last-dim row sum of [T, k] (rule 7's lane model, rows =
+// T); otherwise it is the middle-dim reduce above. (Eager PyTorch 2.11 on an H200, peers/torch.)
+float aligned_slot_sum(std::span<const float> x, int64_t H, int64_t T) {
+  return H == 1 ? torch_row_sum(x, T) : rule7_slot_sum(x);
 }
 
 // The order the reference fixes for the atomic baselines: ascending position from +0, the
@@ -67,7 +75,7 @@ TensorMap permute_backward(const Case& c, Order order) {
     x.resize(pos.size());
     for (int64_t h = 0; h < H; ++h) {
       for (size_t j = 0; j < pos.size(); ++j) x[j] = dp.f32(pos[j] * H + h);
-      const float sum = order == Order::kRule7 ? rule7_slot_sum(x) : sequential_sum(x, dt);
+      const float sum = order == Order::kRule7 ? aligned_slot_sum(x, H, r.tokens) : sequential_sum(x, dt);
       d_tokens.set_f32(t * H + h, canonical(sum));
     }
   }

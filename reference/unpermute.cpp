@@ -10,7 +10,7 @@
 namespace bitparity::ref {
 namespace routing_sums {
 // Defined with permute's backward (reference/permute.cpp), which is the same sum.
-float rule7_slot_sum(std::span<const float> x);
+float aligned_slot_sum(std::span<const float> x, int64_t H, int64_t T);
 float sequential_sum(std::span<const float> x, DType each);
 float canonical(float v);
 }  // namespace routing_sums
@@ -43,17 +43,19 @@ TensorMap unpermute_forward(const Case& c, Order order) {
         x[j] = permuted.f32(pos[j] * H + h);
         if (probs) x[j] = x[j] * probs->f32(t * r.experts + experts[j]);  // bf16 * fp32 -> fp32
       }
-      const float sum = order == Order::kRule7 ? rule7_slot_sum(x) : sequential_sum(x, probs ? DType::kFP32 : dt);
+      const float sum = order == Order::kRule7 ? aligned_slot_sum(x, H, r.tokens) : sequential_sum(x, probs ? DType::kFP32 : dt);
       out.set_f32(t * H + h, canonical(sum));
     }
   }
   return {{"out", out}};
 }
 
-// Every contract's backward: F.embedding's (or gather's) backward puts d_out[t] at each pos(t, e),
-// a copy; with probs the product's backward, dt(f32(d_out[t]) * p), and d_probs[t, e] the sum over
-// H of f32(d_out[t, h]) * f32(permuted[pos(t, e), h]) (the broadcast's reduction: rule 7's last-dim
-// row sum in a tensor of N rows).
+// Every contract's backward: F.embedding's backward accumulates d_out[t] into each pos(t, e) in
+// fp32 from +0 (so a -0 becomes +0, as eager PyTorch on an H200 does, peers/torch), then with probs
+// the product's backward, dt((+0 + f32(d_out[t])) * p); d_probs[t, e] is the sum over H of
+// f32(d_out[t, h]) * f32(permuted[pos(t, e), h]) (the broadcast's reduction: rule 7's last-dim row
+// sum in a tensor of N rows; over H = 1 a size-1 reduction, which torch returns as the product
+// itself, -0 included).
 TensorMap unpermute_backward(const Case& c) {
   const Tensor& d_out = *c.input("d_out");
   const Tensor* probs = c.input("probs");
@@ -64,13 +66,10 @@ TensorMap unpermute_backward(const Case& c) {
   for (int64_t t = 0; t < r.tokens; ++t)
     for (size_t j = 0; j < r.positions[static_cast<size_t>(t)].size(); ++j) {
       const int64_t p = r.positions[static_cast<size_t>(t)][j];
+      const float w = probs ? probs->f32(t * r.experts + r.slots[static_cast<size_t>(t)][j]) : 1.0f;
       for (int64_t h = 0; h < H; ++h) {
-        if (!probs) {
-          d_permuted.set_bits(p * H + h, d_out.bits(t * H + h));
-          continue;
-        }
-        const float w = probs->f32(t * r.experts + r.slots[static_cast<size_t>(t)][j]);
-        d_permuted.set_f32(p * H + h, canonical(d_out.f32(t * H + h) * w));
+        const float g = 0.0f + d_out.f32(t * H + h);  // the embedding backward's accumulation
+        d_permuted.set_f32(p * H + h, canonical(probs ? g * w : g));
       }
     }
   if (!probs) return {{"d_permuted", d_permuted}};
@@ -82,7 +81,8 @@ TensorMap unpermute_backward(const Case& c) {
     for (size_t j = 0; j < r.positions[static_cast<size_t>(t)].size(); ++j) {
       const int64_t p = r.positions[static_cast<size_t>(t)][j];
       for (int64_t h = 0; h < H; ++h) products[static_cast<size_t>(h)] = d_out.f32(t * H + h) * permuted.f32(p * H + h);
-      d_probs.set_f32(t * r.experts + r.slots[static_cast<size_t>(t)][j], canonical(torch_row_sum(products, N)));
+      const float sum = H == 1 ? products[0] : torch_row_sum(products, N);
+      d_probs.set_f32(t * r.experts + r.slots[static_cast<size_t>(t)][j], canonical(sum));
     }
   return {{"d_permuted", d_permuted}, {"d_probs", d_probs}};
 }

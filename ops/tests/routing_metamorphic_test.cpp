@@ -19,6 +19,7 @@
 #include "ops/routing_map.h"
 #include "properties/harness.h"
 #include "properties/rows.h"
+#include "reference/numerics.h"
 
 namespace bitparity::ops {
 namespace {
@@ -35,11 +36,15 @@ bool four_accumulators(const std::string& contract) { return contract != "baseli
 int significand_bits(DType dt) { return dt == DType::kBF16 ? 8 : dt == DType::kFP16 ? 11 : 24; }
 
 // One token's slot values x (fp32, slot order) summed as `contract` does, stored in `dt`: rule 7's
-// four accumulators (megatron_eager, paddle_aligned), or the baseline's ascending order from +0
-// with the accumulator rounded to `dt` after every addition (fp32 when probs are applied).
-uint64_t model_sum(const std::vector<float>& x, const std::string& contract, DType dt, bool fp32_accumulator) {
+// four accumulators (megatron_eager, paddle_aligned; with H = 1 the slots are torch's innermost
+// dimension, a last-dim row sum of [T, k]), or the baseline's ascending order from +0 with the
+// accumulator rounded to `dt` after every addition (fp32 when probs are applied).
+uint64_t model_sum(const std::vector<float>& x, const std::string& contract, DType dt, bool fp32_accumulator,
+                   int64_t H, int64_t T) {
   float s = 0.0f;
-  if (four_accumulators(contract)) {
+  if (four_accumulators(contract) && H == 1) {
+    s = ref::torch_row_sum(x, T);
+  } else if (four_accumulators(contract)) {
     float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (size_t j = 0; j < x.size(); ++j) a[j % 4] = a[j % 4] + x[j];
     s = ((a[0] + a[1]) + a[2]) + a[3];
@@ -159,7 +164,7 @@ TEST_P(RoundTrip, UnpermuteOfPermuteSumsKCopiesInTheContractsOrder) {
     for (int64_t t = 0; t < x.dim(0); ++t)
       for (int64_t h = 0; h < H; ++h) {
         const std::vector<float> copies(s.rows[static_cast<size_t>(t)].size(), x.f32(t * H + h));
-        const uint64_t want = model_sum(copies, target.contract(), x.dtype(), unit_probs);
+        const uint64_t want = model_sum(copies, target.contract(), x.dtype(), unit_probs, H, x.dim(0));
         if (out.bits(t * H + h) != want)
           RC_FAIL("out[" + std::to_string(t) + ", " + std::to_string(h) + "] of " + std::to_string(copies.size()) +
                   " copies of " + hex(x.dtype(), x.bits(t * H + h)) + ": got " + hex(x.dtype(), out.bits(t * H + h)) +
@@ -259,7 +264,7 @@ TEST_P(Renaming, RenamingExpertsMovesBlocksAndReordersSlotSums) {
     for (int64_t t = 0; t < out.dim(0); ++t)
       for (int64_t h = 0; h < H; ++h) {
         const std::vector<float> x2 = slot_values(renamed, s2, t, h);
-        RC_ASSERT(out2.bits(t * H + h) == model_sum(x2, target.contract(), dt, probs));
+        RC_ASSERT(out2.bits(t * H + h) == model_sum(x2, target.contract(), dt, probs, H, out.dim(0)));
         const bool insensitive = order_insensitive(x2, p_bits);
         sensitive = sensitive || !insensitive;
         if (out2.bits(t * H + h) == out.bits(t * H + h)) continue;
@@ -339,14 +344,17 @@ INSTANTIATE_TEST_SUITE_P(Metamorphic, TokenAlone, testing::ValuesIn(targets_wher
 
 // --- (e) megatron_eager vs baseline ---------------------------------------------------------------
 
+// One token routed to every expert; H = 2, both columns alike (H = 1 would make the slots torch's
+// innermost dimension, a last-dim reduce).
 Case unpermute_case(DType dt, const std::vector<double>& slots) {
   const int64_t k = static_cast<int64_t>(slots.size());
   Case c;
   c.op = "unpermute";
-  Tensor map(DType::kBool, {1, k}), z(dt, {k, 1});
+  Tensor map(DType::kBool, {1, k}), z(dt, {k, 2});
   for (int64_t j = 0; j < k; ++j) {
     map.set_bits(j, 1);
-    z.set_bits(j, from_double(dt, slots[static_cast<size_t>(j)]));
+    z.set_bits(2 * j, from_double(dt, slots[static_cast<size_t>(j)]));
+    z.set_bits(2 * j + 1, from_double(dt, slots[static_cast<size_t>(j)]));
   }
   c.inputs["routing_map"] = map;
   c.inputs["permuted"] = z;
@@ -359,7 +367,7 @@ uint64_t out_bits(const std::string& impl, const Case& c) {
   return o.outputs->at("out").bits(0);
 }
 
-// One token routed to experts 0, 1, 2 (k = 3), H = 1, bf16 slot values 1, 2^-8, 2^-8.
+// One token routed to experts 0, 1, 2 (k = 3), H = 2, bf16 slot values 1, 2^-8, 2^-8.
 // megatron_eager: fp32 accumulators a0 = 1, a1 = 2^-8, a2 = 2^-8, a3 = +0; ((1 + 2^-8) + 2^-8) + 0
 // = 1 + 2^-7 exactly in fp32, which is a bf16 value: 0x3f81 (1.0078125).
 // baseline: bf(0 + 1) = 1; bf(1 + 2^-8) is the tie between 0x3f80 and 0x3f81, to even: 0x3f80;
