@@ -40,14 +40,12 @@ constexpr int kRowsPerBlock = kThreads / kWarpLanes;  // one warp a row
 constexpr float kSoftplusThreshold = 20.0f;           // softplus(x; beta = 1, threshold = 20)
 constexpr float kRouterEpsilon = 1e-20f;              // D = f32(sum) + f32(1e-20)
 // Experts a lane keeps in registers: rows up to kRegisterExperts wide are scored once into
-// registers; wider rows (and rule-7 plans of more than 32 lanes) go through the scratch row.
+// registers; wider rows go through the scratch row.
 constexpr int kRegisterExperts = 256;
-// Rule 7 plans of more than one warp's lanes (k >= 64 in fewer than 16 rows): up to 512 lanes, 16 a thread.
-constexpr int kMaxLanesPerThread = kReduceMaxThreads / kWarpLanes;
 
 size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-bool needs_scratch(int64_t E, int64_t k) { return E > kRegisterExperts || k > 2 * kWarpLanes - 1; }
+bool needs_scratch(int64_t E) { return E > kRegisterExperts; }
 
 // The forward's workspace: the slot scores [T, k] (k > 1), then the scratch scores [T, E].
 size_t slot_scores_bytes(int64_t T, int64_t k) { return k > 1 ? aligned(static_cast<size_t>(T * k) * sizeof(float)) : 0; }
@@ -105,62 +103,38 @@ __device__ __forceinline__ float add_rn(float a, float b) { return __fadd_rn(a, 
 __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(a, b); }
 
 // Rule 7, last-dim sum of x(0) .. x(width - 1) (one row; `plan` from rule7_row_sum_plan(width,
-// rows)) by the whole warp: plan lane l belongs to thread l % 32; each lane keeps four accumulators
-// from +0 (vectorized: acc[i] takes x(4 (l + L it) + i); else acc[it % 4] takes x(l + L it)); lane
-// values ((a0 + a1) + a2) + a3 meet in the halving tree. Every lane gets the sum.
-//
-// kMaxV == 1: plans of at most 32 lanes, the tree by shuffles. kMaxV > 1: plans of up to 32 kMaxV
-// lanes, a thread's lanes l = lane + 32 q in `wide` (kMaxV * 32 values of the warp, shared memory;
-// each thread touches its own column only), strides of 32 and more added there, the rest by shuffles.
-template <class Acc, int kMaxV, class X>
-__device__ __forceinline__ Acc warp_rule7_sum(int width, const RowSumPlan& plan, X&& x, Acc* wide) {
-  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+// rows), at most 32 lanes: the slot sums have k <= kRouterMaxSlots) by the whole warp: plan lane l is
+// thread l, with four accumulators from +0 (vectorized: acc[i] takes x(4 (l + L it) + i); else
+// acc[it % 4] takes x(l + L it)); lane values ((a0 + a1) + a2) + a3 meet in the halving tree by
+// shuffles. Every lane gets the sum.
+template <class Acc, class X>
+__device__ __forceinline__ Acc warp_rule7_sum(int width, const RowSumPlan& plan, X&& x) {
+  const int l = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int L = plan.lanes;
-  auto lane_value = [&](int l) {
-    Acc a[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
-    if (l < L) {
-      if (plan.vectorized) {
-        for (int g = l; 4 * g < width; g += L)
+  Acc a[4] = {Acc(0), Acc(0), Acc(0), Acc(0)};
+  if (l < L) {
+    if (plan.vectorized) {
+      for (int g = l; 4 * g < width; g += L)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) a[i] = add_rn(a[i], x(4 * g + i));
-      } else {
-        for (int it0 = 0; l + L * it0 < width; it0 += 4)
+        for (int i = 0; i < 4; ++i) a[i] = add_rn(a[i], x(4 * g + i));
+    } else {
+      for (int it0 = 0; l + L * it0 < width; it0 += 4)
 #pragma unroll
-          for (int b = 0; b < 4; ++b) {
-            const int j = l + L * (it0 + b);
-            if (j < width) a[b] = add_rn(a[b], x(j));
-          }
-      }
+        for (int b = 0; b < 4; ++b) {
+          const int j = l + L * (it0 + b);
+          if (j < width) a[b] = add_rn(a[b], x(j));
+        }
     }
-    return add_rn(add_rn(add_rn(a[0], a[1]), a[2]), a[3]);
-  };
-  Acc w;
-  if constexpr (kMaxV == 1) {
-    w = lane_value(lane);
-  } else {
-    const int V = L > kWarpLanes ? L / kWarpLanes : 1;  // at most kMaxV (the launcher's choice)
-#pragma unroll 1
-    for (int q = 0; q < V; ++q) wide[q * kWarpLanes + lane] = lane_value(lane + kWarpLanes * q);
-#pragma unroll 1
-    for (int half = V / 2; half >= 1; half /= 2)
-#pragma unroll 1
-      for (int q = 0; q < half; ++q)
-        wide[q * kWarpLanes + lane] = add_rn(wide[q * kWarpLanes + lane], wide[(q + half) * kWarpLanes + lane]);
-    w = wide[lane];
   }
-  for (int stride = min(L, kWarpLanes) / 2; stride >= 1; stride /= 2)
-    w = add_rn(w, __shfl_down_sync(kFullMask, w, stride));
+  Acc w = add_rn(add_rn(add_rn(a[0], a[1]), a[2]), a[3]);
+  for (int stride = L / 2; stride >= 1; stride /= 2) w = add_rn(w, __shfl_down_sync(kFullMask, w, stride));
   return __shfl_sync(kFullMask, w, 0);
 }
 
-// The shared memory of warp_rule7_sum's wide plans: kMaxV * 32 doubles a warp (none for kMaxV == 1).
-template <int kMaxV>
-inline constexpr int kWideLanes = kMaxV > 1 ? kRowsPerBlock * kMaxV * kWarpLanes : 1;
-
 // --- forward ---------------------------------------------------------------------------------------
 
-// kPer experts a lane in registers (E <= 32 kPer), or 0: the scratch row. kMaxV: rule 7 lanes a thread.
-template <class Act, bool kSqrtSoftplus, int kPer, int kMaxV>
+// kPer experts a lane in registers (E <= 32 kPer), or 0: the scratch row.
+template <class Act, bool kSqrtSoftplus, int kPer>
 __global__ void __launch_bounds__(kThreads)
     router_forward_kernel(RouterForward p, float* all_slot_scores, float* all_scratch) {
   using S = typename Act::Storage;
@@ -225,12 +199,10 @@ __global__ void __launch_bounds__(kThreads)
   __syncwarp();
   const uint64_t kth = bound;  // the chosen set: every key >= kth
 
-  __shared__ double wide_lanes[kWideLanes<kMaxV>];
-  double* wide = kMaxV > 1 ? wide_lanes + (threadIdx.x / kWarpLanes) * kMaxV * kWarpLanes : nullptr;
   float D = 0.0f;
   if (k > 1) {
-    const double sum = warp_rule7_sum<double, kMaxV>(
-        k, r.plan, [slot_scores](int j) { return static_cast<double>(slot_scores[j]); }, wide);
+    const double sum =
+        warp_rule7_sum<double>(k, r.plan, [slot_scores](int j) { return static_cast<double>(slot_scores[j]); });
     D = __fadd_rn(__double2float_rn(sum), kRouterEpsilon);
   }
 
@@ -264,7 +236,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // --- backward --------------------------------------------------------------------------------------
 
-template <class Act, bool kSqrtSoftplus, int kMaxV>
+template <class Act, bool kSqrtSoftplus>
 __global__ void __launch_bounds__(kThreads) router_backward_kernel(RouterBackward p) {
   using S = typename Act::Storage;
   const RouterCommon& r = p.r;
@@ -275,7 +247,6 @@ __global__ void __launch_bounds__(kThreads) router_backward_kernel(RouterBackwar
   const S* logits = static_cast<const S*>(r.logits) + row * E;
   S* d_logits = static_cast<S*>(p.d_logits) + row * E;
   const int64_t* idx = p.topk_idx + row * k;
-  const bool several = kMaxV > 1 || k > 1;  // the wide plans come with k >= 64
 
   // Every entry as if unselected: dS = +0.
   for (int e = lane; e < E; e += kWarpLanes)
@@ -287,7 +258,7 @@ __global__ void __launch_bounds__(kThreads) router_backward_kernel(RouterBackwar
   // dP_j, scaled (MulBackward0): fp32 probs dP * scale; dL probs (k == 1) dL(f32(dP) * scale).
   auto dP = [&](int j) {
     const int64_t at = row * E + expert(j);
-    if (several) {
+    if (k > 1) {
       const float d = static_cast<const float*>(p.d_probs)[at];
       return r.scaled ? __fmul_rn(d, r.scale) : d;
     }
@@ -295,17 +266,12 @@ __global__ void __launch_bounds__(kThreads) router_backward_kernel(RouterBackwar
     return r.scaled ? round_as<Act>(__fmul_rn(d, r.scale)) : d;
   };
 
-  __shared__ double wide_lanes[kWideLanes<kMaxV>];
-  double* wide = kMaxV > 1 ? wide_lanes + (threadIdx.x / kWarpLanes) * kMaxV * kWarpLanes : nullptr;
   float D = 0.0f, dD = 0.0f;
   if (k > 1) {
-    const double sum = warp_rule7_sum<double, kMaxV>(
-        k, r.plan, [&](int j) { return static_cast<double>(G(j)); }, wide);
+    const double sum = warp_rule7_sum<double>(k, r.plan, [&](int j) { return static_cast<double>(G(j)); });
     D = __fadd_rn(__double2float_rn(sum), kRouterEpsilon);
-    // m_j = (-dP_j) * ((G_j / D) / D); the fp32 tree reuses the wide lanes' memory.
-    dD = warp_rule7_sum<float, kMaxV>(
-        k, r.plan, [&](int j) { return __fmul_rn(-dP(j), __fdiv_rn(__fdiv_rn(G(j), D), D)); },
-        reinterpret_cast<float*>(wide));
+    // m_j = (-dP_j) * ((G_j / D) / D)
+    dD = warp_rule7_sum<float>(k, r.plan, [&](int j) { return __fmul_rn(-dP(j), __fdiv_rn(__fdiv_rn(G(j), D), D)); });
   }
   for (int j = lane; j < k; j += kWarpLanes) {
     const int e = expert(j);
@@ -322,13 +288,12 @@ __global__ void __launch_bounds__(kThreads) router_backward_kernel(RouterBackwar
 
 unsigned row_grid(int64_t T) { return static_cast<unsigned>((T + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-bool wide_plan(const RouterCommon& r) { return r.k > 1 && r.plan.lanes > kWarpLanes; }
-
 void check_router(const RouterCommon& r, const char* who) {
-  if (r.E >= (int64_t{1} << 31) - 2 || r.k > r.E || r.k < 1)
-    throw std::invalid_argument(std::string(who) + ": k = " + std::to_string(r.k) + ", E = " + std::to_string(r.E));
-  if (r.k > 1 && (r.plan.lanes < 1 || r.plan.lanes > kReduceMaxThreads))
-    throw std::invalid_argument(std::string(who) + ": no rule-7 plan for the slot sums");
+  if (r.k < 1 || r.k > r.E || r.k > kRouterMaxSlots || r.E >= (int64_t{1} << 31) - 2)
+    throw std::invalid_argument(std::string(who) + ": k = " + std::to_string(r.k) + ", E = " + std::to_string(r.E) +
+                                " (the kernels take 1 <= k <= min(E, " + std::to_string(kRouterMaxSlots) + "))");
+  if (r.k > 1 && (r.plan.lanes < 1 || r.plan.lanes > kWarpLanes))
+    throw std::invalid_argument(std::string(who) + ": the slot sums' rule-7 plan must have 1 to 32 lanes");
 }
 
 template <class Act, bool kSqrtSoftplus>
@@ -338,29 +303,22 @@ void forward_as(const RouterForward& p) {
   const int64_t E = p.r.E;
   float* slot_scores = static_cast<float*>(p.r.workspace);
   float* scratch = reinterpret_cast<float*>(static_cast<char*>(p.r.workspace) + slot_scores_bytes(p.r.T, p.r.k));
-  if (needs_scratch(E, p.r.k) || wide_plan(p.r)) {
-    if (wide_plan(p.r))
-      router_forward_kernel<Act, kSqrtSoftplus, 0, kMaxLanesPerThread><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
-    else
-      router_forward_kernel<Act, kSqrtSoftplus, 0, 1><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
+  if (needs_scratch(E)) {
+    router_forward_kernel<Act, kSqrtSoftplus, 0><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
   } else if (E <= 2 * kWarpLanes) {
-    router_forward_kernel<Act, kSqrtSoftplus, 2, 1><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
+    router_forward_kernel<Act, kSqrtSoftplus, 2><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
   } else if (E <= 4 * kWarpLanes) {
-    router_forward_kernel<Act, kSqrtSoftplus, 4, 1><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
+    router_forward_kernel<Act, kSqrtSoftplus, 4><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
   } else {
-    router_forward_kernel<Act, kSqrtSoftplus, 8, 1><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
+    router_forward_kernel<Act, kSqrtSoftplus, 8><<<grid, kThreads, 0, stream>>>(p, slot_scores, scratch);
   }
   check_launch("router_topk forward", p.r.stream);
 }
 
 template <class Act, bool kSqrtSoftplus>
 void backward_as(const RouterBackward& p) {
-  const auto stream = static_cast<cudaStream_t>(p.r.stream);
-  const unsigned grid = row_grid(p.r.T);
-  if (wide_plan(p.r))
-    router_backward_kernel<Act, kSqrtSoftplus, kMaxLanesPerThread><<<grid, kThreads, 0, stream>>>(p);
-  else
-    router_backward_kernel<Act, kSqrtSoftplus, 1><<<grid, kThreads, 0, stream>>>(p);
+  router_backward_kernel<Act, kSqrtSoftplus>
+      <<<row_grid(p.r.T), kThreads, 0, static_cast<cudaStream_t>(p.r.stream)>>>(p);
   check_launch("router_topk backward", p.r.stream);
 }
 
@@ -388,7 +346,7 @@ struct BackwardGo {
 }  // namespace
 
 size_t router_workspace_bytes(int64_t T, int64_t E, int64_t k) {
-  const size_t scratch = needs_scratch(E, k) ? static_cast<size_t>(T * E) * sizeof(float) : 0;
+  const size_t scratch = needs_scratch(E) ? static_cast<size_t>(T * E) * sizeof(float) : 0;
   return slot_scores_bytes(T, k) + scratch;
 }
 

@@ -4,8 +4,9 @@
 // The index (every launch rebuilds it in the caller's workspace, three small kernels):
 //   1. count:  one warp per micro-chunk of 32 tokens, a lane per token; for each expert e a ballot
 //      of the 32 tokens' flags gives the chunk's column count, and each lane counts its row.
-//   2. scan:   the column counts scanned over the micro-chunks (exclusive, per expert), then one
-//      block scans the column totals over the experts (off[e]) and the chunks' row counts.
+//   2. scan:   the column counts scanned over the micro-chunks (exclusive, per expert); the block
+//      that finishes last scans the column totals over the experts (off[e]) and the chunks' row
+//      counts (their first slots).
 //   3. place:  the same warps again: lane t's flag for expert e has position
 //      off[e] + (column count before its chunk) + (flags of lower lanes in the ballot), and slot
 //      j of t is its j-th flag in ascending e. Writes tok_off (CSR offsets of the slots), slots,
@@ -59,6 +60,7 @@ size_t aligned(size_t bytes) { return (bytes + kWorkspaceAlignment - 1) / kWorks
 
 // Byte offsets of the workspace's regions (int32 arrays, then the optional fp32 rows).
 struct Layout {
+  size_t done = 0;         // [1]: blocks of the column scan that have finished
   size_t micro_count = 0;  // [chunks, E]: column counts, then their exclusive scan over chunks
   size_t row_count = 0;    // [T]: true entries of each token's row
   size_t micro_rows = 0;   // [chunks]: a chunk's true entries, then their exclusive scan
@@ -84,6 +86,7 @@ Layout layout_of(const RoutingShape& s, bool fp32_rows) {
     return offset;
   };
   const int64_t chunks = micro_chunks(s.T);
+  l.done = take(1, sizeof(int));
   l.micro_count = take(chunks * s.E, sizeof(int));
   l.row_count = take(s.T, sizeof(int));
   l.micro_rows = take(chunks, sizeof(int));
@@ -99,6 +102,7 @@ Layout layout_of(const RoutingShape& s, bool fp32_rows) {
 
 // The index's arrays in a workspace.
 struct Index {
+  int* done;
   int* micro_count;
   int* row_count;
   int* micro_rows;
@@ -113,8 +117,8 @@ struct Index {
 Index index_in(void* workspace, const Layout& l) {
   char* base = static_cast<char*>(workspace);
   auto at = [base](size_t offset) { return reinterpret_cast<int*>(base + offset); };
-  return {at(l.micro_count), at(l.row_count),  at(l.micro_rows), at(l.col_off),
-          at(l.tok_off),     at(l.slots),      at(l.pos_token),  at(l.pos_expert),
+  return {at(l.done),       at(l.micro_count), at(l.row_count),  at(l.micro_rows), at(l.col_off),
+          at(l.tok_off),    at(l.slots),       at(l.pos_token),  at(l.pos_expert),
           reinterpret_cast<float*>(base + l.rows32)};
 }
 
@@ -130,24 +134,78 @@ __device__ __forceinline__ int warp_inclusive_scan(int v) {
   return v;
 }
 
-// Column counts of each micro-chunk of 32 tokens, and each token's row count.
-__global__ void __launch_bounds__(kThreads) index_count_kernel(const uint8_t* map, int T, int E, int chunks, Index ix) {
+// How a lane reads 32 flags of its row: 16-byte vectors where rows are 16-byte aligned (E % 16 == 0),
+// 4-byte words where E % 4 == 0, else bytes.
+enum FlagLoad : int { kFlagBytes = 1, kFlagWords = 4, kFlagVectors = 16 };
+
+int flag_load_of(const void* map, int64_t E) {
+  const auto address = reinterpret_cast<uintptr_t>(map);
+  if (E % 16 == 0 && address % 16 == 0) return kFlagVectors;
+  if (E % 4 == 0 && address % 4 == 0) return kFlagWords;
+  return kFlagBytes;
+}
+
+__device__ __forceinline__ uint32_t nonzero_bytes(uint32_t w) {  // bit i: byte i of w is nonzero
+  uint32_t bits = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) bits |= ((w >> (8 * i)) & 0xffu) != 0 ? 1u << i : 0u;
+  return bits;
+}
+
+// Bit b: row[e0 + b] != 0, for b < width (e0 a multiple of 32); 0 for an invalid lane. All loads
+// issued before any is used, so that a chunk of columns costs one memory latency.
+__device__ __forceinline__ uint32_t row_flags(const uint8_t* row, int e0, int width, bool valid, int load) {
+  uint32_t flags = 0;
+  if (!valid) return flags;
+  const uint8_t* p = row + e0;
+  if (load == kFlagVectors) {
+    uint4 v[2] = {};
+    v[0] = *reinterpret_cast<const uint4*>(p);
+    if (width > 16) v[1] = *reinterpret_cast<const uint4*>(p + 16);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      flags |= (nonzero_bytes(v[h].x) | nonzero_bytes(v[h].y) << 4 | nonzero_bytes(v[h].z) << 8 |
+                nonzero_bytes(v[h].w) << 12)
+               << (16 * h);
+  } else if (load == kFlagWords) {
+    uint32_t w[8];
+#pragma unroll
+    for (int q = 0; q < 8; ++q) w[q] = 4 * q < width ? *reinterpret_cast<const uint32_t*>(p + 4 * q) : 0u;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) flags |= nonzero_bytes(w[q]) << (4 * q);
+  } else {
+    uint8_t b[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) b[i] = i < width ? p[i] : 0;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) flags |= b[i] != 0 ? 1u << i : 0u;
+  }
+  return flags;
+}
+
+// Column counts of each micro-chunk of 32 tokens, and each token's row count. The next 32 columns'
+// flags are loaded while the current ones are counted.
+__global__ void __launch_bounds__(kThreads)
+    index_count_kernel(const uint8_t* map, int T, int E, int chunks, int load, Index ix) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int m = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x) / kWarpLanes;
+  if (m == 0 && lane == 0) *ix.done = 0;  // for the column scan, which runs after this kernel
   if (m >= chunks) return;  // the whole warp
   const int t = m * kWarpLanes + lane;
   const bool valid = t < T;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
   int row_count = 0;
+  uint32_t next = E > 0 ? row_flags(row, 0, min(kWarpLanes, E), valid, load) : 0u;
   for (int e0 = 0; e0 < E; e0 += kWarpLanes) {
     const int width = min(kWarpLanes, E - e0);
+    const uint32_t flags = next;
+    if (e0 + kWarpLanes < E) next = row_flags(row, e0 + kWarpLanes, min(kWarpLanes, E - e0 - kWarpLanes), valid, load);
+    row_count += __popc(flags);
     int column = 0;  // the count of column e0 + lane
-#pragma unroll 8
-    for (int b = 0; b < width; ++b) {
-      const bool flag = valid && row[e0 + b] != 0;
-      const unsigned mask = __ballot_sync(kFullMask, flag);
+#pragma unroll
+    for (int b = 0; b < kWarpLanes; ++b) {
+      const unsigned mask = __ballot_sync(kFullMask, (flags >> b) & 1u);
       if (lane == b) column = __popc(mask);
-      row_count += flag ? 1 : 0;
     }
     if (lane < width) ix.micro_count[static_cast<int64_t>(m) * E + e0 + lane] = column;
   }
@@ -156,8 +214,12 @@ __global__ void __launch_bounds__(kThreads) index_count_kernel(const uint8_t* ma
   if (lane == 0) ix.micro_rows[m] = chunk_total;
 }
 
+__device__ void block_exclusive_scan(int* data, int n);
+
 // Per expert, the exclusive scan of its column counts over the micro-chunks, and its total in
-// col_off. A block owns 32 experts; its 32 warps each sum a range of chunks first.
+// col_off. A block owns 32 experts; its 32 warps each sum a range of chunks first. The block that
+// finishes last then scans the column totals into off[e] and the chunks' row counts into their
+// first slots (the other blocks' writes made visible by the fences before the count).
 __global__ void __launch_bounds__(kScanThreads) index_column_scan_kernel(int E, int chunks, Index ix) {
   __shared__ int part[kWarpLanes][kWarpLanes + 1];
   const int column = static_cast<int>(threadIdx.x) % kWarpLanes;
@@ -189,6 +251,15 @@ __global__ void __launch_bounds__(kScanThreads) index_column_scan_kernel(int E, 
       run += v;
     }
   }
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(ix.done, 1) == static_cast<int>(gridDim.x) - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  block_exclusive_scan(ix.col_off, E);
+  block_exclusive_scan(ix.micro_rows, chunks);
 }
 
 // Exclusive scan of data[0, n) in place by one block of kScanThreads.
@@ -199,7 +270,7 @@ __device__ void block_exclusive_scan(int* data, int n) {
   int carry = 0;
   for (int base = 0; base < n; base += kScanThreads) {
     const int i = base + static_cast<int>(threadIdx.x);
-    const int v = i < n ? data[i] : 0;
+    const int v = i < n ? __ldcg(data + i) : 0;  // through L2: other blocks wrote data
     const int inclusive = warp_inclusive_scan(v);
     if (lane == kWarpLanes - 1) sums[warp] = inclusive;
     __syncthreads();
@@ -212,17 +283,11 @@ __device__ void block_exclusive_scan(int* data, int n) {
   }
 }
 
-// off[e] from the column totals; each chunk's first slot from the chunks' row counts.
-__global__ void __launch_bounds__(kScanThreads) index_offsets_kernel(int E, int chunks, Index ix) {
-  block_exclusive_scan(ix.col_off, E);
-  block_exclusive_scan(ix.micro_rows, chunks);
-}
-
 // Positions: token t's flag for expert e goes to off[e] + (the column's count in earlier chunks)
 // + (flags of lower tokens in the chunk); slot j of t is its j-th flag. Writes are guarded by N,
 // so that a map with more true entries than the caller's N cannot write past the arrays.
 __global__ void __launch_bounds__(kThreads)
-    index_place_kernel(const uint8_t* map, int T, int E, int chunks, int N, Index ix) {
+    index_place_kernel(const uint8_t* map, int T, int E, int chunks, int N, int load, Index ix) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int m = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x) / kWarpLanes;
   if (m >= chunks) return;  // the whole warp
@@ -235,13 +300,15 @@ __global__ void __launch_bounds__(kThreads)
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
   const unsigned lower_lanes = (1u << lane) - 1u;
   int j = 0;
+  uint32_t next = E > 0 ? row_flags(row, 0, min(kWarpLanes, E), valid, load) : 0u;
   for (int e0 = 0; e0 < E; e0 += kWarpLanes) {
     const int width = min(kWarpLanes, E - e0);
+    const uint32_t flags = next;
+    if (e0 + kWarpLanes < E) next = row_flags(row, e0 + kWarpLanes, min(kWarpLanes, E - e0 - kWarpLanes), valid, load);
     const int column_base =
         lane < width ? ix.col_off[e0 + lane] + ix.micro_count[static_cast<int64_t>(m) * E + e0 + lane] : 0;
-#pragma unroll 8
     for (int b = 0; b < width; ++b) {
-      const bool flag = valid && row[e0 + b] != 0;
+      const bool flag = (flags >> b) & 1u;
       const unsigned mask = __ballot_sync(kFullMask, flag);
       const int base = __shfl_sync(kFullMask, column_base, b);
       if (flag) {
@@ -266,16 +333,14 @@ Index build_index(const RoutingCommon& r, const Layout& l) {
   const int T = static_cast<int>(s.T), E = static_cast<int>(s.E), N = static_cast<int>(s.N);
   const int chunks = static_cast<int>(micro_chunks(s.T));
   const unsigned warps_grid = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  index_count_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, ix);
+  const int load = flag_load_of(map, s.E);
+  index_count_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, load, ix);
   check_launch("routing index count", r.stream);
-  if (E > 0) {
-    index_column_scan_kernel<<<static_cast<unsigned>((E + kWarpLanes - 1) / kWarpLanes), kScanThreads, 0, stream>>>(
-        E, chunks, ix);
-    check_launch("routing index column scan", r.stream);
-  }
-  index_offsets_kernel<<<1, kScanThreads, 0, stream>>>(E, chunks, ix);
-  check_launch("routing index offsets", r.stream);
-  index_place_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, N, ix);
+  // E == 0: one block with no columns, for the row counts' scan.
+  const unsigned column_blocks = static_cast<unsigned>(std::max(1, (E + kWarpLanes - 1) / kWarpLanes));
+  index_column_scan_kernel<<<column_blocks, kScanThreads, 0, stream>>>(E, chunks, ix);
+  check_launch("routing index column scan", r.stream);
+  index_place_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, N, load, ix);
   check_launch("routing index place", r.stream);
   return ix;
 }

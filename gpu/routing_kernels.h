@@ -102,13 +102,17 @@ void launch_unpermute_backward(const UnpermuteBackward& args);
 
 enum class RouterScore { kSigmoid, kSqrtSoftplus };
 
+// The most slots the kernels take: the slot sums (D, dD) are rule-7 sums of k values, whose lane
+// count is P2(k) for every row count while k <= 32 (one warp's lanes), as the reference models them.
+inline constexpr int64_t kRouterMaxSlots = 32;
+
 struct RouterCommon {
   DType dtype = DType::kBF16;  // the logits' dtype dL: bf16 or fp32
-  int64_t T = 0, E = 0, k = 0;
+  int64_t T = 0, E = 0, k = 0;  // 1 <= k <= min(E, kRouterMaxSlots)
   RouterScore score = RouterScore::kSigmoid;
   bool scaled = false;  // the scaling attribute is present and nonzero (Python truthiness)
   float scale = 1.0f;   // f32(scaling)
-  RowSumPlan plan;      // k > 1: rule7_row_sum_plan(k, T), the order of the slot sums
+  RowSumPlan plan;      // k > 1: rule7_row_sum_plan(k, T), the order of the slot sums (<= 32 lanes)
   const void* logits = nullptr;  // [T, E] dL
   const float* bias = nullptr;   // [E] fp32, or nullptr
   void* workspace = nullptr;     // router_workspace_bytes(T, E, k) bytes

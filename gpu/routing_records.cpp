@@ -131,6 +131,10 @@ RouterCommon router_common(const KernelArgs& k) {
   r.T = logits.shape.at(0);
   r.E = logits.shape.at(1);
   r.k = k_attr(k.c);
+  if (r.k > kRouterMaxSlots)
+    throw RejectError("unmodelled", "router_topk: the slot sums are modelled for k <= " +
+                                        std::to_string(kRouterMaxSlots) + " (rule 7's lane count is then P2(k)); got k = " +
+                                        std::to_string(r.k));
   r.score = score_attr(k.c);
   // Megatron's `if scale:`: absent or 0 means none; any other value (NaN included) scales.
   const std::optional<double> scaling = k.c.float_attr("scaling");
