@@ -593,7 +593,14 @@ std::vector<ReferenceInput> reference_inputs(Direction dir) {
 std::optional<Case> restrict(const Case& c, const std::vector<int64_t>& rows, const std::vector<int64_t>& experts,
                              int64_t k) {
   const Tensor& logits = *c.input("logits");
-  const int64_t E = logits.dim(1), nT = static_cast<int64_t>(rows.size()), nE = static_cast<int64_t>(experts.size());
+  const int64_t T = logits.dim(0), E = logits.dim(1);
+  const int64_t nT = static_cast<int64_t>(rows.size()), nE = static_cast<int64_t>(experts.size());
+  // A case whose per-row inputs do not fit the logits (an error input) keeps its shape.
+  const Tensor* d_probs = c.input("d_probs");
+  const Tensor* topk_idx = c.input("topk_idx");
+  if (d_probs && d_probs->shape() != Shape{T, E}) return std::nullopt;
+  if (const Tensor* b = c.input("bias"); b && b->shape() != Shape{E}) return std::nullopt;
+  if (topk_idx && (topk_idx->rank() != 2 || topk_idx->dim(0) != T || topk_idx->dim(1) < k)) return std::nullopt;
   std::vector<int64_t> renumber(static_cast<size_t>(E), -1);
   for (int64_t i = 0; i < nE; ++i) renumber[static_cast<size_t>(experts[static_cast<size_t>(i)])] = i;
   auto cut = [&](const Tensor& t) {
@@ -611,8 +618,20 @@ std::optional<Case> restrict(const Case& c, const std::vector<int64_t>& rows, co
     for (int64_t i = 0; i < nE; ++i) nb.set_bits(i, b->bits(experts[static_cast<size_t>(i)]));
     out.inputs["bias"] = nb;
   }
-  if (const Tensor* d = c.input("d_probs")) out.inputs["d_probs"] = cut(*d);
-  if (const Tensor* idx = c.input("topk_idx")) {
+  if (d_probs) {
+    // k > 1 to k == 1 changes megatron_eager's probs dtype from fp32 to the logits dtype: the
+    // gradient follows it (rounded once), so that the candidate stays a valid case.
+    Tensor d = cut(*d_probs);
+    const DType old_dtype = topk_idx && topk_idx->dim(1) > 1 ? DType::kFP32 : logits.dtype();
+    const DType new_dtype = k > 1 ? DType::kFP32 : logits.dtype();
+    if (d.dtype() == old_dtype && new_dtype != old_dtype && is_floating(logits.dtype())) {
+      Tensor rounded(new_dtype, d.shape());
+      for (int64_t i = 0; i < d.numel(); ++i) rounded.set_f32(i, d.f32(i));
+      d = rounded;
+    }
+    out.inputs["d_probs"] = d;
+  }
+  if (const Tensor* idx = topk_idx) {
     const int64_t old_k = idx->dim(1);
     Tensor ni(DType::kI64, {nT, k});
     for (int64_t r = 0; r < nT; ++r)
@@ -793,14 +812,15 @@ OpInfo router_topk() {
       {"megatron_eager",
        "S = dL(score(f32 L)); top-k of S + bias, ties to the lowest index, sorted; D = f32(fp64 rule-7 sum of G) + "
        "f32(1e-20), P = f32(G) / D in fp32 (k == 1: P = G in dL); backward as router-backward-order.md (dD rule-7 "
-       "tree over the slots in topk_idx's order, bf16 dG = bf(bf(a) + bf(dD))). Unverified: the ranking of NaN "
-       "logits (taken as above every number, lowest index first among NaNs) and CUDA topk's order among ties "
-       "(the backward takes topk_idx as given); k > 16 (the rule-7 model covers k <= 32)",
+       "tree over the slots in topk_idx's order, bf16 dG = bf(bf(a) + bf(dD))). NaN R ranks above every number, "
+       "lowest index first among NaNs: not in the GPU probe, but every row with NaN logits of the eager recording "
+       "(peers/torch/routing.jsonl) agrees. Unverified: CUDA topk's order among ties (the backward takes topk_idx "
+       "as given); k > 16 (the rule-7 model covers k <= 32)",
        kMegatronFrom},
       {"baseline",
        "the denominator before the alignment: bf16 logits den = bf(bf(rule-7 fp32 sum of G) + 1e-20), P = bf(G / "
-       "den); fp32 logits den = rule-7 sum + 1e-20; probs in the logits dtype. Forward only (the backward is "
-       "unmodelled). Unverified: as megatron_eager's selection",
+       "den); fp32 logits den = rule-7 sum + 1e-20; probs in the logits dtype; the selection as megatron_eager's. "
+       "Forward only (the backward is unmodelled)",
        kBaselineFrom}};
   op.validate = validate;
   op.generate = generate_case;

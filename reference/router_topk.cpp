@@ -67,8 +67,8 @@ float score_f32(Score score, float x) {
   return score == Score::kSigmoid ? sigmoid_f32(x) : std::sqrt(softplus_f32(x));
 }
 
-// Top-k of one row of R, sorted: descending R, NaN above every number (unverified), ties (NaN
-// among NaN too) to the lowest index.
+// Top-k of one row of R, sorted: descending R, NaN above every number (not in the GPU probe; the
+// eager recording's rows with NaN logits agree), ties (NaN among NaN too) to the lowest index.
 std::vector<int64_t> topk(std::span<const float> R, int64_t k) {
   std::vector<int64_t> order(R.size());
   std::iota(order.begin(), order.end(), int64_t{0});

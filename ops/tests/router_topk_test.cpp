@@ -11,7 +11,9 @@
 // (d) reordering tied slots of topk_idx changes d_logits only in the reordered rows and only at
 //     their selected experts (how often it changes them is classified);
 // (e) the contract's selection is the oracle's (exact scores) wherever the exact ranking values
-//     at the boundary are further apart than the contract's roundings can move them.
+//     at the boundary are further apart than the contract's roundings can move them;
+// (f) every shape-shrinking candidate of a valid case is valid and strictly smaller (rows, experts
+//     or k), with topk_idx still naming its experts in the forward's slot order.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -470,6 +472,45 @@ TEST_P(OracleSelection, RoutingMapIsTheOraclesWhereTheBoundaryIsNotNearATie) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RouterTopk, OracleSelection, testing::ValuesIn(targets_where(forward_impl)), target_name);
+
+// --- (f) the shape shrinker ------------------------------------------------------------------------
+
+class ShrinkShape : public testing::TestWithParam<Target> {};
+
+TEST_P(ShrinkShape, CandidatesAreValidAndSmaller) {
+  const Target target = GetParam();
+  const OpInfo& op = op_info(kOp);
+  check_property([&] {
+    const Case c = *op.generate(target.direction);
+    reproduce_with(c, "shape_mismatch");
+    const ContractInfo& megatron = *op.contract("megatron_eager");
+    const OutputMetas metas = op.validate(c, megatron);
+    const Tensor& logits = *c.input("logits");
+    const int64_t T = logits.dim(0), E = logits.dim(1), k = std::get<int64_t>(c.attrs.at("k"));
+    const std::vector<Case> candidates = op.shrink_shape(c);
+    for (const Case& s : candidates) {
+      RC_ASSERT(!op.validate(s, megatron).empty());  // throws (a failure) when a candidate is invalid
+      const Tensor& l = *s.input("logits");
+      const int64_t sk = std::get<int64_t>(s.attrs.at("k"));
+      RC_ASSERT(l.dim(0) <= T && l.dim(1) <= E && sk <= k);
+      RC_ASSERT(l.dim(0) < T || l.dim(1) < E || sk < k || (c.input("bias") && !s.input("bias")));
+      if (const Tensor* idx = s.input("topk_idx"))  // a kept row keeps its slots' experts in order
+        if (l.dim(1) == E && l.dim(0) == T)
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t j = 0; j < sk; ++j) RC_ASSERT(idx->bits(t * sk + j) == c.input("topk_idx")->bits(t * k + j));
+    }
+    RC_CLASSIFY(candidates.empty(), "nothing to shrink");
+  });
+}
+
+std::vector<Target> router_directions() {
+  std::vector<Target> out;
+  for (const Target& t : op_directions())
+    if (t.op == kOp) out.push_back(t);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(RouterTopk, ShrinkShape, testing::ValuesIn(router_directions()), target_name);
 
 }  // namespace
 }  // namespace bitparity::ops
