@@ -16,15 +16,19 @@
 //
 // The payload kernels (grid-stride loops over 16-byte packets where the row allows):
 //   copy_rows:      one item per (token, packet): the token's packet is read once and written to
-//                   each of its slots (permute forward; unpermute backward without probs).
+//                   each of its slots, as its bits (permute forward) or as dt(+0 + f32(x)) (unpermute
+//                   backward without probs: the embedding backward's sum into zeros).
 //   gather_sum:     one item per (token, packet): the slots' packets read 4 * ILP at a time and
 //                   added in four accumulators a_{j mod 4}, j ascending (rule 7, middle dim);
 //                   with probs each value first times probs[t, e_j] (permute backward, unpermute
-//                   forward).
+//                   forward of the aligned contracts, H > 1).
+//   slot_row_sum:   the same sums at H == 1, where torch reduces the slots as the last dim of
+//                   [T, k] (rule 7, last dim, rows T): one thread per token.
 //   atomic_scatter: the order-of-arrival baselines (index_add_ / scatter_add_): one thread per
 //                   (position, element pair) adding into its token's row with atomics.
 //   probs_backward: one row team per position (rule 7, last dim: the lane plan of
-//                   gpu/common/row_sum), for unpermute's backward with probs.
+//                   gpu/common/row_sum), for unpermute's backward with probs; at H == 1 one thread
+//                   per position and no sum.
 #include "gpu/routing_kernels.h"
 
 #include <algorithm>
@@ -366,7 +370,37 @@ struct CopyRows {
   void* stream = nullptr;
 };
 
-template <class Vec, int kIlp>
+// How copy_rows moves a vector of elements. RawBits: the bits (permute forward, a copy).
+struct RawBits {
+  static constexpr int kElementBytes = 2;  // the narrowest vector it moves
+  template <class Vec>
+  __device__ __forceinline__ static Vec apply(Vec v) {
+    return v;
+  }
+};
+
+// PlusZero: dt(+0 + f32(x)) each element, in fp32 with one rounding to the dtype (unpermute's
+// backward without probs: F.embedding's backward adds d_out into zeros, so that a -0 becomes +0
+// and a NaN the canonical NaN of the fp32 unit, then rounded to the dtype).
+template <class Act>
+struct PlusZero {
+  using S = typename Act::Storage;
+  static constexpr int kElementBytes = static_cast<int>(sizeof(S));
+  template <class Vec>
+  __device__ __forceinline__ static Vec apply(Vec v) {
+    constexpr int kN = static_cast<int>(sizeof(Vec) / sizeof(S));
+    union {
+      Vec raw;
+      S e[kN];
+    } c;
+    c.raw = v;
+#pragma unroll
+    for (int i = 0; i < kN; ++i) c.e[i] = Act::store(__fadd_rn(0.0f, Act::load(c.e[i])));
+    return c.raw;
+  }
+};
+
+template <class Vec, class Move, int kIlp>
 __global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider per_row) {
   const Vec* src = static_cast<const Vec*>(p.src);
   Vec* dst = static_cast<Vec*>(p.dst);
@@ -390,38 +424,52 @@ __global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider
       if (begin[u] < end[u]) x[u] = src[static_cast<int64_t>(r) * per_row.d + col[u]];
     }
 #pragma unroll
-    for (int u = 0; u < kIlp; ++u)
-      for (int s = begin[u]; s < end[u]; ++s) dst[static_cast<int64_t>(p.slots[s]) * per_row.d + col[u]] = x[u];
+    for (int u = 0; u < kIlp; ++u) {
+      const Vec y = Move::apply(x[u]);  // once a token packet, written to each of its slots
+      for (int s = begin[u]; s < end[u]; ++s) dst[static_cast<int64_t>(p.slots[s]) * per_row.d + col[u]] = y;
+    }
   }
 }
 
-template <class Vec, int kIlp>
+template <class Vec, class Move, int kIlp>
 void launch_copy_rows(const CopyRows& args, int64_t per_row) {
   for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
     CopyRows chunk = args;
     chunk.rows = rows;
     chunk.src = advanced(args.src, first * per_row * static_cast<int64_t>(sizeof(Vec)));
     chunk.tok_off = args.tok_off + first;
-    constexpr auto kKernel = copy_rows_kernel<Vec, kIlp>;
+    constexpr auto kKernel = copy_rows_kernel<Vec, Move, kIlp>;
     kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
         chunk, Divider(static_cast<uint32_t>(per_row)));
     check_launch("routing copy_rows", args.stream);
   });
 }
 
-template <class Vec>
+template <class Vec, class Move>
 void copy_rows_at_ilp(const CopyRows& args, int64_t per_row, int ilp) {
   switch (ilp == kIlpDefault ? 2 : ilp) {
-    case 1: return launch_copy_rows<Vec, 1>(args, per_row);
-    case 2: return launch_copy_rows<Vec, 2>(args, per_row);
-    case 4: return launch_copy_rows<Vec, 4>(args, per_row);
+    case 1: return launch_copy_rows<Vec, Move, 1>(args, per_row);
+    case 2: return launch_copy_rows<Vec, Move, 2>(args, per_row);
+    case 4: return launch_copy_rows<Vec, Move, 4>(args, per_row);
     default: throw std::invalid_argument("routing: ilp must be 1, 2 or 4; got " + std::to_string(ilp));
   }
 }
 
-// Copies token row t of `src` ([T, H] of the shape's dtype) to row slots[s] of `dst` for each of
-// its slots s: 16-byte vectors where the row's bytes allow, else 8, 4 or 2.
-void copy_token_rows(const RoutingCommon& r, const Index& ix, const void* src, void* dst) {
+// 16-byte vectors where the row's bytes allow, else 8, 4 or 2 (never narrower than an element).
+template <class Move>
+void copy_rows_by_width(const CopyRows& c, int64_t row_bytes, int ilp) {
+  if (row_bytes % 16 == 0) return copy_rows_at_ilp<uint4, Move>(c, row_bytes / 16, ilp);
+  if (row_bytes % 8 == 0) return copy_rows_at_ilp<uint2, Move>(c, row_bytes / 8, ilp);
+  if (row_bytes % 4 == 0) return copy_rows_at_ilp<uint32_t, Move>(c, row_bytes / 4, ilp);
+  if constexpr (Move::kElementBytes <= 2) return copy_rows_at_ilp<uint16_t, Move>(c, row_bytes / 2, ilp);
+  throw std::invalid_argument("routing copy_rows: rows of " + std::to_string(row_bytes) + " bytes");
+}
+
+enum class CopyMode { kBits, kPlusZero };
+
+// Row t of `src` ([T, H] of the shape's dtype) to row slots[s] of `dst` for each of its slots s:
+// the bits, or (kPlusZero) each element as dt(+0 + f32(x)).
+void copy_token_rows(const RoutingCommon& r, const Index& ix, const void* src, void* dst, CopyMode mode) {
   const RoutingShape& s = r.shape;
   const int64_t row_bytes = s.H * dtype_size(s.dtype);
   if (s.T == 0 || row_bytes == 0 || s.N == 0) return;
@@ -432,10 +480,13 @@ void copy_token_rows(const RoutingCommon& r, const Index& ix, const void* src, v
   c.tok_off = ix.tok_off;
   c.slots = ix.slots;
   c.stream = r.stream;
-  if (row_bytes % 16 == 0) return copy_rows_at_ilp<uint4>(c, row_bytes / 16, r.ilp);
-  if (row_bytes % 8 == 0) return copy_rows_at_ilp<uint2>(c, row_bytes / 8, r.ilp);
-  if (row_bytes % 4 == 0) return copy_rows_at_ilp<uint32_t>(c, row_bytes / 4, r.ilp);
-  copy_rows_at_ilp<uint16_t>(c, row_bytes / 2, r.ilp);
+  if (mode == CopyMode::kBits) return copy_rows_by_width<RawBits>(c, row_bytes, r.ilp);
+  switch (s.dtype) {
+    case DType::kBF16: return copy_rows_by_width<PlusZero<BF16>>(c, row_bytes, r.ilp);
+    case DType::kFP16: return copy_rows_by_width<PlusZero<FP16>>(c, row_bytes, r.ilp);
+    case DType::kFP32: return copy_rows_by_width<PlusZero<FP32>>(c, row_bytes, r.ilp);
+    default: throw std::invalid_argument(std::string("routing: no kernel for rows of dtype ") + std::string(dtype_name(s.dtype)));
+  }
 }
 
 // --- gather_sum: the four-accumulator sum over a token's slots -------------------------------------
@@ -536,11 +587,112 @@ void gather_sum_at_ilp(const GatherSum& args, int ilp) {
   }
 }
 
-// dst[t] = dt(((a0 + a1) + a2) + a3) over t's slots of `src` ([N, H]), each value times
-// probs[t, e_j] first where probs is given. Writes every row of dst, +0 for a token without slots.
-void gather_token_sums(const RoutingCommon& r, const Index& ix, const void* src, const float* probs, void* dst) {
+// --- slot_row_sum: H == 1, the slots as the last dim of a [T, k] tensor ----------------------------
+//
+// With H == 1 the slot dimension of [T, k, 1] is the innermost one, and torch sums it as rule 7's
+// last-dim row sum of [T, k] (rows T), not the middle-dim reduce above. One thread per token
+// plays the plan's lanes one after the other: H == 1 moves a few values a token.
+
+// The plan's lanes are at most 512: the halving tree has at most 9 levels.
+constexpr int kMaxTreeLevels = 9;
+
+// Rule 7, last-dim sum of x(0) .. x(width - 1) by one thread (`plan`: rule7_row_sum_plan(width,
+// rows)). Lane l has four accumulators from +0 (vectorized: acc[i] takes x(4 (l + L it) + i); else
+// acc[it % 4] takes x(l + L it)) and the value ((a0 + a1) + a2) + a3. The halving tree (stride L/2
+// down to 1, lane l += lane l + stride) is the pairwise sum of the lane values in bit-reversed lane
+// order, left operand first; a stack of one partial sum per level forms it with lanes taken in that
+// order m = 0 .. L - 1, combining as a binary counter carries.
+template <class X>
+__device__ float serial_rule7_row_sum(int width, const RowSumPlan& plan, X&& x) {
+  const int L = plan.lanes;
+  int levels = 0;
+  while ((1 << levels) < L) ++levels;
+  float stack[kMaxTreeLevels + 1];
+  int top = 0;
+  for (int m = 0; m < L; ++m) {
+    const int l = levels == 0 ? 0 : static_cast<int>(__brev(static_cast<unsigned>(m)) >> (32 - levels));
+    float a[kRuleVector] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (plan.vectorized) {
+      for (int g = l; kRuleVector * g < width; g += L)
+        for (int i = 0; i < kRuleVector; ++i) a[i] = __fadd_rn(a[i], x(kRuleVector * g + i));
+    } else {
+      int it = 0;
+      for (int j = l; j < width; j += L, ++it) a[it % kRuleVector] = __fadd_rn(a[it % kRuleVector], x(j));
+    }
+    float v = __fadd_rn(__fadd_rn(__fadd_rn(a[0], a[1]), a[2]), a[3]);
+    for (int carry = m; carry & 1; carry >>= 1) v = __fadd_rn(stack[--top], v);
+    stack[top++] = v;
+  }
+  return stack[0];
+}
+
+struct SlotRowSum {
+  int64_t T = 0, E = 0;
+  const void* src = nullptr;     // [N, 1]
+  const float* probs = nullptr;  // [T, E], or nullptr
+  const int* pos_expert = nullptr;
+  const int* tok_off = nullptr;
+  const int* slots = nullptr;
+  RowSumPlan plan;       // rule7_row_sum_plan(k, T)
+  void* dst = nullptr;   // [T, 1]
+  void* stream = nullptr;
+};
+
+// dst[t] = dt(the rule-7 row sum of x_j over t's slots), x_j = f32(src[slot j]) or, with probs,
+// f32(src[slot j]) * probs[t, e_j]; +0 for a token without slots.
+template <class Act>
+__global__ void __launch_bounds__(kThreads) slot_row_sum_kernel(SlotRowSum p) {
+  using S = typename Act::Storage;
+  const S* src = static_cast<const S*>(p.src);
+  S* dst = static_cast<S*>(p.dst);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < p.T; t += stride) {
+    const int begin = p.tok_off[t];
+    const int width = p.tok_off[t + 1] - begin;
+    const auto x = [&](int j) {
+      const int pos = p.slots[begin + j];
+      const float v = Act::load(src[pos]);
+      return p.probs ? __fmul_rn(v, p.probs[t * p.E + p.pos_expert[pos]]) : v;
+    };
+    dst[t] = Act::store(width > 0 ? serial_rule7_row_sum(width, p.plan, x) : 0.0f);
+  }
+}
+
+template <class Act>
+void launch_slot_row_sum(const SlotRowSum& args) {
+  constexpr auto kKernel = slot_row_sum_kernel<Act>;
+  kKernel<<<resident_grid<kKernel>(args.T), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(args);
+  check_launch("routing slot_row_sum", args.stream);
+}
+
+// dst[t] = the sum over t's slots of `src` ([N, H]), each value times probs[t, e_j] first where
+// probs is given; the aligned contracts' order: H == 1 rule 7's last-dim row sum (slot_plan),
+// else dt(((a0 + a1) + a2) + a3). Writes every row of dst, +0 for a token without slots.
+void gather_token_sums(const RoutingCommon& r, const Index& ix, const void* src, const float* probs,
+                       const RowSumPlan& slot_plan, void* dst) {
   const RoutingShape& s = r.shape;
   if (s.T == 0 || s.H == 0) return;
+  if (s.H == 1) {
+    if (slot_plan.lanes < 1 || slot_plan.lanes > (1 << kMaxTreeLevels))
+      throw std::invalid_argument("routing slot_row_sum: a rule-7 plan of 1 to 512 lanes");
+    SlotRowSum a;
+    a.T = s.T;
+    a.E = s.E;
+    a.src = src;
+    a.probs = probs;
+    a.pos_expert = ix.pos_expert;
+    a.tok_off = ix.tok_off;
+    a.slots = ix.slots;
+    a.plan = slot_plan;
+    a.dst = dst;
+    a.stream = r.stream;
+    switch (s.dtype) {
+      case DType::kBF16: return launch_slot_row_sum<BF16>(a);
+      case DType::kFP16: return launch_slot_row_sum<FP16>(a);
+      case DType::kFP32: return launch_slot_row_sum<FP32>(a);
+      default: throw std::invalid_argument(std::string("routing: no kernel for rows of dtype ") + std::string(dtype_name(s.dtype)));
+    }
+  }
   GatherSum g;
   g.rows = s.T;
   g.H = s.H;
@@ -687,10 +839,13 @@ void launch_round_rows(const float* src, void* dst, int64_t n, void* stream) {
 
 // --- probs_backward: unpermute's backward with probs --------------------------------------------
 //
-// One row team per position pos (t, e): d_permuted[pos] = dt(f32(d_out[t]) * p) and
-// d_probs[t, e] = the rule-7 row sum of f32(d_out[t, h]) * f32(permuted[pos, h]) over h, p =
-// probs[t, e]. As swiglu_scale's weighted backward: a thread owns V consecutive lanes of the plan
-// (V = 2 for 16-bit rows, one 16-byte packet an iteration), G = L / V threads share a row.
+// One row team per position pos (t, e): d_permuted[pos] = dt((+0 + f32(d_out[t])) * p) (the
+// embedding backward's sum into zeros, then the product's backward) and d_probs[t, e] = the
+// rule-7 row sum of f32(d_out[t, h]) * f32(permuted[pos, h]) over h, p = probs[t, e]. As
+// swiglu_scale's weighted backward: a thread owns V consecutive lanes of the plan (V = 2 for
+// 16-bit rows, one 16-byte packet an iteration), G = L / V threads share a row. With H == 1 the
+// broadcast's reduction is over a dim of size 1, which autograd's sum_to leaves alone: d_probs is
+// the product itself (a -0 kept), one thread per position (probs_backward_single).
 template <class Act>
 inline constexpr int kLanesPerThread = sizeof(typename Act::Storage) == 2 ? 2 : 1;
 
@@ -701,7 +856,7 @@ struct ProbsBackward {
   const float* probs = nullptr;    // [T, E]
   const int* pos_token = nullptr;
   const int* pos_expert = nullptr;
-  RowSumPlan plan;
+  RowSumPlan plan;  // rule7_row_sum_plan(H, N); H > 1
   void* d_permuted = nullptr;  // [N, H]
   float* d_probs = nullptr;    // [T, E], +0 where the map is false (zeroed first)
   void* stream = nullptr;
@@ -748,7 +903,7 @@ __global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p,
 #pragma unroll
       for (int i = 0; i < kN; ++i) {
         const float gi = Act::load(g.e[i]);
-        dz[i] = __fmul_rn(gi, w);
+        dz[i] = __fmul_rn(__fadd_rn(0.0f, gi), w);
         lane_acc0[i] = __fadd_rn(lane_acc0[i], __fmul_rn(gi, Act::load(z.e[i])));
       }
       store_chunk<Act, kN>(dz_row + c, dz);
@@ -779,7 +934,7 @@ __global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p,
             const int64_t j = lane + int64_t{L} * (it0 + k);
             if (lane >= L || j >= H) continue;
             const float gi = Act::load(g_row[j]);
-            dz_row[j] = Act::store(__fmul_rn(gi, w));
+            dz_row[j] = Act::store(__fmul_rn(__fadd_rn(0.0f, gi), w));
             acc[q][k] = __fadd_rn(acc[q][k], __fmul_rn(gi, Act::load(z_row[j])));
           }
       }
@@ -789,13 +944,35 @@ __global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p,
   if (live && t == 0) p.d_probs[token * p.E + expert] = total;
 }
 
+// H == 1: d_permuted[pos] = dt((+0 + f32(d_out[t])) * p), d_probs[t, e] = f32(d_out[t]) *
+// f32(permuted[pos]), no sum.
+template <class Act>
+__global__ void __launch_bounds__(kThreads) probs_backward_single_kernel(ProbsBackward p) {
+  using S = typename Act::Storage;
+  const S* d_out = static_cast<const S*>(p.d_out);
+  const S* permuted = static_cast<const S*>(p.permuted);
+  S* d_permuted = static_cast<S*>(p.d_permuted);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < p.N; row += stride) {
+    const int64_t token = p.pos_token[row], expert = p.pos_expert[row];
+    const float g = Act::load(d_out[token]);
+    d_permuted[row] = Act::store(__fmul_rn(__fadd_rn(0.0f, g), p.probs[token * p.E + expert]));
+    p.d_probs[token * p.E + expert] = __fmul_rn(g, Act::load(permuted[row]));
+  }
+}
+
 template <class Act>
 void launch_probs_backward(const ProbsBackward& p) {
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  if (p.H == 1) {
+    constexpr auto kKernel = probs_backward_single_kernel<Act>;
+    kKernel<<<resident_grid<kKernel>(p.N), kThreads, 0, stream>>>(p);
+    return check_launch("unpermute probs_backward", p.stream);
+  }
   constexpr int V = kLanesPerThread<Act>;
   const int group = std::max(1, p.plan.lanes / V);
   if (p.plan.lanes > kReduceMaxThreads)
     throw std::invalid_argument("routing probs_backward: a rule-7 plan of more than 512 lanes");
-  const auto stream = static_cast<cudaStream_t>(p.stream);
   if (group <= kWarpLanes) {
     const int64_t rows_per_block = kThreads / group;
     const auto grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
@@ -817,7 +994,7 @@ void launch_permute_forward(const PermuteForward& args) {
   if (s.T == 0) return;
   require_workspace(args.r, false, "permute forward");
   const Index ix = build_index(args.r, layout_of(s, false));
-  copy_token_rows(args.r, ix, args.tokens, args.permuted);
+  copy_token_rows(args.r, ix, args.tokens, args.permuted, CopyMode::kBits);
 }
 
 void launch_permute_backward(const PermuteBackward& args) {
@@ -825,7 +1002,7 @@ void launch_permute_backward(const PermuteBackward& args) {
   if (s.T == 0) return;
   require_workspace(args.r, false, "permute backward");
   const Index ix = build_index(args.r, layout_of(s, false));
-  if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.d_permuted, nullptr, args.d_tokens);
+  if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.d_permuted, nullptr, args.slot_plan, args.d_tokens);
   zero(args.d_tokens, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "permute d_tokens");
   atomic_scatter_rows(args.r, ix, args.d_permuted, nullptr, args.d_tokens);
 }
@@ -839,7 +1016,7 @@ void launch_unpermute_forward(const UnpermuteForward& args) {
   require_workspace(args.r, fp32_rows, "unpermute forward");
   const Layout l = layout_of(s, fp32_rows);
   const Index ix = build_index(args.r, l);
-  if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.permuted, probs, args.out);
+  if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.permuted, probs, args.slot_plan, args.out);
   const size_t out_bytes = static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype);
   if (!fp32_rows) {
     zero(args.out, out_bytes, args.r.stream, "unpermute out");
@@ -860,7 +1037,7 @@ void launch_unpermute_backward(const UnpermuteBackward& args) {
   if (s.T == 0) return;
   require_workspace(args.r, false, "unpermute backward");
   const Index ix = build_index(args.r, layout_of(s, false));
-  if (!args.probs) return copy_token_rows(args.r, ix, args.d_out, args.d_permuted);
+  if (!args.probs) return copy_token_rows(args.r, ix, args.d_out, args.d_permuted, CopyMode::kPlusZero);
   zero(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
   if (s.N == 0 || s.H == 0) return;  // d_probs: the empty sums, +0
   if (!args.permuted) throw std::invalid_argument("unpermute backward with probs: no permuted rows");

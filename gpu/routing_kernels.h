@@ -57,42 +57,50 @@ struct PermuteForward {
 };
 void launch_permute_forward(const PermuteForward& args);
 
-// permute backward. Deterministic (megatron_eager, paddle_aligned; rule 7, middle dim):
+// permute backward. Deterministic (megatron_eager, paddle_aligned): for H > 1 rule 7, middle dim,
 // d_tokens[t] = dt(((a0 + a1) + a2) + a3) with a_{j mod 4} += f32(d_permuted[slot j of t]), j
-// ascending, each accumulator from +0 (a token without slots gets +0). order_of_arrival (baseline,
-// index_add_): d_tokens zeroed, then every row of d_permuted added atomically into its token's row
-// in the dtype, each addition rounded to it.
+// ascending, each accumulator from +0; for H == 1 the slots are the last dim of [T, k] and
+// d_tokens[t] = dt(rule 7's last-dim row sum of the k values, `slot_plan`). A token without slots
+// gets +0. order_of_arrival (baseline, index_add_): d_tokens zeroed, then every row of d_permuted
+// added atomically into its token's row in the dtype, each addition rounded to it.
 struct PermuteBackward {
   RoutingCommon r;
   bool order_of_arrival = false;
+  // Deterministic with H == 1: rule7_row_sum_plan(k, T), k the slots of every routed token.
+  RowSumPlan slot_plan;
   const void* d_permuted = nullptr;  // [N, H]
   void* d_tokens = nullptr;          // [T, H]
 };
 void launch_permute_backward(const PermuteBackward& args);
 
-// unpermute forward. Deterministic: out[t] = dt(((a0 + a1) + a2) + a3) as permute's backward, with
-// x_j = f32(permuted[slot j]) or, with probs, f32(permuted[slot j]) * probs[t, e_j] (one fp32
-// product). order_of_arrival (baseline, scatter_add_): without probs atomic additions in the dtype;
-// with probs the fp32 products added atomically in fp32, then rounded once to the dtype.
+// unpermute forward. Deterministic: out[t] = the sum of permute's backward (H == 1: the last-dim
+// row sum of `slot_plan`), with x_j = f32(permuted[slot j]) or, with probs, f32(permuted[slot j]) *
+// probs[t, e_j] (one fp32 product). order_of_arrival (baseline, scatter_add_): without probs atomic
+// additions in the dtype; with probs the fp32 products added atomically in fp32, then rounded once
+// to the dtype.
 struct UnpermuteForward {
   RoutingCommon r;
   bool order_of_arrival = false;
+  // Deterministic with H == 1: rule7_row_sum_plan(k, T), k the slots of every routed token.
+  RowSumPlan slot_plan;
   const void* permuted = nullptr;  // [N, H]
   const void* probs = nullptr;     // [T, E] fp32, or nullptr
   void* out = nullptr;             // [T, H]
 };
 void launch_unpermute_forward(const UnpermuteForward& args);
 
-// unpermute backward (every contract): d_permuted[pos(t, e)] = d_out[t] (a copy of the bits) or,
-// with probs, dt(f32(d_out[t]) * probs[t, e]); with probs also d_probs[t, e] = the rule-7 last-dim
-// sum over h of f32(d_out[t, h]) * f32(permuted[pos(t, e), h]) in a tensor of N rows (`plan`:
-// rule7_row_sum_plan(H, N)), and +0 where the routing map is false.
+// unpermute backward (every contract): F.embedding's backward sums d_out[t] into zeros in fp32,
+// so d_permuted[pos(t, e)] = dt(+0 + f32(d_out[t])) (a -0 becomes +0, a NaN the fp32 unit's
+// canonical NaN) or, with probs, dt((+0 + f32(d_out[t])) * probs[t, e]); with probs also
+// d_probs[t, e] = the rule-7 last-dim sum over h of f32(d_out[t, h]) * f32(permuted[pos(t, e), h])
+// in a tensor of N rows (`plan`: rule7_row_sum_plan(H, N)), for H == 1 the product itself (no
+// reduction, a -0 kept), and +0 where the routing map is false.
 struct UnpermuteBackward {
   RoutingCommon r;
   const void* d_out = nullptr;     // [T, H]
   const void* probs = nullptr;     // [T, E] fp32, or nullptr
   const void* permuted = nullptr;  // [N, H]; required with probs
-  RowSumPlan plan;                 // with probs and H > 0
+  RowSumPlan plan;                 // with probs and H > 1
   void* d_permuted = nullptr;      // [N, H]
   void* d_probs = nullptr;         // [T, E] fp32; with probs
 };

@@ -4,6 +4,7 @@
 // attributes, whether a baseline sums in order of arrival (ContractInfo::order_of_arrival), rule 7's
 // plans, and the device workspace of the index, allocated at bind so that a launch allocates
 // nothing.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,6 +14,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/tensor.h"
+#include "gpu/common/device_tensor.h"
 #include "gpu/common/row_sum.h"
 #include "gpu/records.h"
 #include "gpu/routing_kernels.h"
@@ -44,6 +47,23 @@ RoutingCommon routing_common(const KernelArgs& k, const DeviceTensor& rows, int6
   return r;
 }
 
+// The aligned contracts' slot sum at H == 1: torch reduces the k slots of [T, k, 1] as the last
+// dim of [T, k], rule 7 with rows T. Every routed token has the same k (validate: megatron_eager,
+// and paddle_aligned's non-padding rows), read from the map here; rule 7 rejects ("unmodelled")
+// the widths it does not model. No plan where no token is routed (every sum is empty: +0).
+RowSumPlan slot_row_plan(const KernelArgs& k, const RoutingShape& shape) {
+  if (k.contract.order_of_arrival || shape.H != 1 || shape.T == 0 || shape.N == 0) return {};
+  const Tensor map = download(required(k.inputs, "routing_map"));
+  const uint8_t* flags = map.data();
+  int64_t slots = 0;
+  for (int64_t t = 0; t < shape.T; ++t) {
+    int64_t count = 0;
+    for (int64_t e = 0; e < shape.E; ++e) count += flags[t * shape.E + e] != 0;
+    slots = std::max(slots, count);
+  }
+  return rule7_row_sum_plan(slots, shape.T);
+}
+
 BoundLaunch bind_permute(const KernelArgs& k) {
   if (k.c.direction == Direction::kForward) {
     const DeviceTensor& permuted = required(k.outputs, "permuted");
@@ -59,6 +79,7 @@ BoundLaunch bind_permute(const KernelArgs& k) {
   PermuteBackward p;
   p.r = routing_common(k, d_permuted, d_permuted.shape.at(0));
   p.order_of_arrival = k.contract.order_of_arrival;
+  p.slot_plan = slot_row_plan(k, p.r.shape);
   p.d_permuted = d_permuted.data();
   p.d_tokens = required(k.outputs, "d_tokens").data();
   const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
@@ -73,6 +94,7 @@ BoundLaunch bind_unpermute(const KernelArgs& k) {
     UnpermuteForward p;
     p.r = routing_common(k, permuted, permuted.shape.at(0));
     p.order_of_arrival = k.contract.order_of_arrival;
+    p.slot_plan = slot_row_plan(k, p.r.shape);
     p.permuted = permuted.data();
     p.probs = data_or_null(probs);
     p.out = required(k.outputs, "out").data();
@@ -91,8 +113,9 @@ BoundLaunch bind_unpermute(const KernelArgs& k) {
     p.probs = probs->data();
     p.permuted = required(k.inputs, "permuted").data();
     p.d_probs = required(k.outputs, "d_probs").data();
-    // Rule 7 has no plan for an empty row (the empty sum is +0) and rejects what it does not model.
-    if (p.r.shape.N > 0 && p.r.shape.H > 0) p.plan = rule7_row_sum_plan(p.r.shape.H, p.r.shape.N);
+    // Rule 7 has no plan for an empty row (the empty sum is +0) and rejects what it does not model;
+    // over H == 1 there is no reduction (d_probs is the product).
+    if (p.r.shape.N > 0 && p.r.shape.H > 1) p.plan = rule7_row_sum_plan(p.r.shape.H, p.r.shape.N);
   }
   const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
   p.r.workspace = ws->get();
