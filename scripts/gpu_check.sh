@@ -40,9 +40,10 @@ stage() {
   mkdir -p "$CARRY/lib"
   cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/kernel_bench" "$BUILD/cli/bitparity" "$CARRY/"
   strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity"
-  # Every shared library but the C and C++ runtimes, which the GPU machine has in newer versions.
+  # Every shared library but the C and C++ runtimes (glibc's pieces included), which the GPU machine has
+  # in newer versions.
   ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity" | awk '$3 ~ /^\// {print $3}' | sort -u |
-    grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
+    grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
   # One compressed file travels to the GPU machine; `gpu_check.sh unpack` there restores the folder.
   tar cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
   echo "staged in $CARRY ($(du -h "$CARRY.tar.xz" | cut -f1) as $CARRY.tar.xz): $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
