@@ -134,9 +134,10 @@ class Counterexample {
     return message;
   }
   // After rc::check: the shrunk counterexample's message and the command that replays it.
-  std::string report() const {
+  // `tag` starts the line: "[ MISMATCH ]" counts as a finding in scripts/gpu_check.sh's summary.
+  std::string report(const std::string& tag = "[ MISMATCH ]") const {
     if (!case_) return "";
-    return "[ MISMATCH ] " + message_ + "\n" + corpus::write_reproducer(*case_, kind_, pair_, message_);
+    return tag + " " + message_ + "\n" + corpus::write_reproducer(*case_, kind_, pair_, message_);
   }
 
  private:
@@ -208,11 +209,18 @@ TEST_P(BackendVsRef, BitIdenticalToReferenceOnGeneratedCases) {
 
 // --- determinism -------------------------------------------------------------------------------
 
+// A difference that shows only in some runs makes RapidCheck's shrinking wander (a candidate that
+// happens to agree is rejected, one that happens to differ is taken): after the first difference,
+// an order-of-arrival contract gets kArrivalShrinkRuns more runs, then every candidate passes and
+// the smallest difference seen so far is the one reported.
+constexpr int64_t kArrivalShrinkRuns = 300;
+
 TEST_P(BackendVsRef, Deterministic) {
   const Target& t = GetParam();
   Counterexample counterexample;
-  int64_t computed = 0;
+  int64_t computed = 0, runs_since_difference = -1;
   const bool ok = rc::check(t.title() + " " + t.backend() + " twice", [&] {
+    if (t.order_of_arrival() && runs_since_difference >= 0 && ++runs_since_difference > kArrivalShrinkRuns) return;
     const Case c = *t.info().generate(t.direction);
     const Outcome first = run_outcome(registry(), t.backend(), c);
     if (first.rejected()) return;
@@ -220,15 +228,17 @@ TEST_P(BackendVsRef, Deterministic) {
     const Outcome second = run_outcome(registry(), t.backend(), c);
     RC_ASSERT(!second.rejected());
     const Comparison cmp = compare_outputs(*first.outputs, *second.outputs, {.strict_nan = true});
-    if (cmp.verdict != Verdict::kIdentical)
+    if (cmp.verdict != Verdict::kIdentical) {
+      if (runs_since_difference < 0) runs_since_difference = 0;
       RC_FAIL(counterexample.record(c, "nondeterminism", corpus::BackendPair{t.backend(), t.backend()},
                                     format_comparison(cmp, t.title(), "first run", "second run")));
+    }
   });
   EXPECT_GT(computed, 0) << "every generated case was rejected";
   if (t.order_of_arrival() && !ok) {
     // The contract's atomics: two runs differing is what the determinism property exists to show.
     std::printf("[ ARRIVAL  ] %s %s: two runs differ (order of arrival), minimized:\n%s\n", t.title().c_str(),
-                t.backend().c_str(), counterexample.report().c_str());
+                t.backend().c_str(), counterexample.report("  ").c_str());
     RecordProperty("nondeterminism", "found");
     return;
   }
@@ -287,6 +297,8 @@ TEST_P(BackendVsRef, ZeroRowsGiveTheReferencesEmptyOutputs) {
 TEST_P(BackendVsRef, SameBitsAtEveryIlp) {
   const Target& t = GetParam();
   if (t.kind != "cuda" || !gpu::kernel_record(t.op, t.contract)) GTEST_SKIP() << t.backend() << " has no ILP knob";
+  if (t.order_of_arrival())
+    GTEST_SKIP() << t.contract << " depends on the order of arrival: two runs at one ILP already differ (Deterministic)";
   Counterexample counterexample;
   const bool ok = rc::check(t.title() + " " + t.backend() + " at ILP 1, 2 and 4 against its default", [&] {
     const Case c = *t.info().generate(t.direction);
