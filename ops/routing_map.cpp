@@ -531,6 +531,15 @@ CaseClasses classes(const Case& c) {
   return k;
 }
 
+Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::vector<int64_t>& counts) {
+  Tensor m(DType::kBool, {tokens, experts});
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t n = counts.empty() ? k : counts.at(static_cast<size_t>(t));
+    for (int64_t j = 0; j < n; ++j) m.set_bits(t * experts + (t + j) % experts, 1);
+  }
+  return m;
+}
+
 Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t seed) {
   constexpr uint64_t kTokenStride = 0x100000001b3ull;
   Tensor map(DType::kBool, {tokens, experts});

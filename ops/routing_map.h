@@ -101,4 +101,8 @@ std::string slot_sum_input(const std::string& op, Direction direction);
 // replacement from splitmix64(seed): (T, E, k, seed) name its bits. For reference inputs.
 Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t seed);
 
+// A small [T, E] map for error inputs: token t routes to experts t, t + 1, ... (mod E), k of them,
+// or counts[t] where counts is given (unequal counts, padding rows).
+Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::vector<int64_t>& counts = {});
+
 }  // namespace bitparity::ops::routing_map

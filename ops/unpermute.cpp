@@ -64,15 +64,7 @@ OutputMetas validate(const Case& c, const ContractInfo& contract) {
 
 constexpr int64_t kT = 2, kE = 4, kK = 2, kH = 8;
 
-// Row t routes to experts t and t + 1 (k = 2 on every row), or counts[t] experts from t on.
-Tensor routing(int64_t T, const std::vector<int64_t>& counts = {}) {
-  Tensor m(DType::kBool, {T, kE});
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t n = counts.empty() ? kK : counts[static_cast<size_t>(t)];
-    for (int64_t j = 0; j < n; ++j) m.set_bits(t * kE + (t + j) % kE, 1);
-  }
-  return m;
-}
+Tensor routing(int64_t T, const std::vector<int64_t>& counts = {}) { return rm::small_routing_map(T, kE, kK, counts); }
 
 // A well-formed case of T tokens with probs; the error inputs each break one thing.
 Case small_case(Direction d, int64_t T = kT) {

@@ -102,4 +102,22 @@ float torch_row_sum(std::span<const float> row, int64_t rows) {
   return lane_value[0];
 }
 
+float torch_middle_sum(std::span<const float> x) {
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (size_t j = 0; j < x.size(); ++j) acc[j % 4] += x[j];
+  return ((acc[0] + acc[1]) + acc[2]) + acc[3];
+}
+
+float torch_slot_sum(std::span<const float> x, int64_t H, int64_t T) {
+  return H == 1 ? torch_row_sum(x, T) : torch_middle_sum(x);
+}
+
+float sequential_sum(std::span<const float> x, DType each) {
+  float acc = 0.0f;
+  for (float v : x) acc = round_to(each, acc + v);
+  return acc;
+}
+
+float canonical(float v) { return v != v ? f32_from_bits(math::kCanonicalNanBits) : v; }
+
 }  // namespace bitparity::ref

@@ -49,6 +49,22 @@ RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows);
 // rule 7 does not cover (width >= 128 and not a multiple of 4; rows so wide they split blocks).
 float torch_row_sum(std::span<const float> row, int64_t rows);
 
+// Rule 7, middle-dim reduce of a contiguous [T, k, H] over k, for one output: one thread with four
+// fp32 accumulators, acc[j mod 4] += x_j for j ascending, each from +0, combined left to right.
+float torch_middle_sum(std::span<const float> x);
+
+// torch.sum over dim 1 of a contiguous [T, k, H] (a token's k slot values x): the middle-dim reduce,
+// except that with H == 1 the slots are the innermost dim and torch reduces them as a last-dim row
+// sum of [T, k] (torch_row_sum with rows T). Eager PyTorch 2.11 on an H200 (peers/torch).
+float torch_slot_sum(std::span<const float> x, int64_t H, int64_t T);
+
+// The values added in ascending order from +0, the accumulator rounded to `each` after every
+// addition (fp32: a plain sequential fp32 sum): the order a reference fixes for atomic baselines.
+float sequential_sum(std::span<const float> x, DType each);
+
+// An arithmetic result as the GPU's fp32 units write it: any NaN becomes 0x7FFFFFFF.
+float canonical(float v);
+
 // The widest row torch_row_sum models exactly: beyond it ATen splits a row across warps.
 inline constexpr int64_t kMaxModelledRowWidth = 8192;
 

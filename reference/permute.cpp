@@ -1,49 +1,18 @@
 // permute (spec OP-2): the forward copy, and the backward's sum of each token's slot rows in each
-// contract's order. Also the two slot-sum orders that unpermute's forward shares (the same sum).
+// contract's order (the sums themselves are in reference/numerics.h, shared with unpermute).
 #include <cstring>
 #include <span>
 #include <vector>
 
 #include "ops/routing_map.h"
-#include "reference/math/device_math.h"
 #include "reference/numerics.h"
 #include "reference/routing.h"
 
 namespace bitparity::ref {
-namespace routing_sums {
-
-// Rule 7, middle-dim reduce of [T, k, H] over k: one thread per output with four fp32
-// accumulators, acc[j mod 4] += x_j for j ascending, each from +0, combined left to right.
-float rule7_slot_sum(std::span<const float> x) {
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (size_t j = 0; j < x.size(); ++j) acc[j % 4] += x[j];
-  return ((acc[0] + acc[1]) + acc[2]) + acc[3];
-}
-
-// The aligned contracts' slot sum of [T, k, H] over k. With H = 1 the slot dimension is the
-// innermost one and torch reduces it as a last-dim row sum of [T, k] (rule 7's lane model, rows =
-// T); otherwise it is the middle-dim reduce above. (Eager PyTorch 2.11 on an H200, peers/torch.)
-float aligned_slot_sum(std::span<const float> x, int64_t H, int64_t T) {
-  return H == 1 ? torch_row_sum(x, T) : rule7_slot_sum(x);
-}
-
-// The order the reference fixes for the atomic baselines: ascending position from +0, the
-// accumulator rounded to `each` after every addition (fp32: a plain sequential fp32 sum).
-float sequential_sum(std::span<const float> x, DType each) {
-  float acc = 0.0f;
-  for (float v : x) acc = round_to(each, acc + v);
-  return acc;
-}
-
-// An arithmetic result as the GPU's fp32 units return it: a NaN is the canonical 0x7FFFFFFF.
-float canonical(float v) { return v != v ? f32_from_bits(math::kCanonicalNanBits) : v; }
-
-}  // namespace routing_sums
 
 namespace {
 
 namespace rm = ops::routing_map;
-using namespace routing_sums;
 
 // permuted[p] = tokens[token_of_row[p]]: every contract's forward, bits copied.
 TensorMap permute_forward(const Case& c) {
@@ -75,7 +44,7 @@ TensorMap permute_backward(const Case& c, Order order) {
     x.resize(pos.size());
     for (int64_t h = 0; h < H; ++h) {
       for (size_t j = 0; j < pos.size(); ++j) x[j] = dp.f32(pos[j] * H + h);
-      const float sum = order == Order::kRule7 ? aligned_slot_sum(x, H, r.tokens) : sequential_sum(x, dt);
+      const float sum = order == Order::kRule7 ? torch_slot_sum(x, H, r.tokens) : sequential_sum(x, dt);
       d_tokens.set_f32(t * H + h, canonical(sum));
     }
   }

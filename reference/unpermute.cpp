@@ -8,17 +8,10 @@
 #include "reference/routing.h"
 
 namespace bitparity::ref {
-namespace routing_sums {
-// Defined with permute's backward (reference/permute.cpp), which is the same sum.
-float aligned_slot_sum(std::span<const float> x, int64_t H, int64_t T);
-float sequential_sum(std::span<const float> x, DType each);
-float canonical(float v);
-}  // namespace routing_sums
 
 namespace {
 
 namespace rm = ops::routing_map;
-using namespace routing_sums;
 
 enum class Order { kRule7, kSequential };
 
@@ -43,7 +36,7 @@ TensorMap unpermute_forward(const Case& c, Order order) {
         x[j] = permuted.f32(pos[j] * H + h);
         if (probs) x[j] = x[j] * probs->f32(t * r.experts + experts[j]);  // bf16 * fp32 -> fp32
       }
-      const float sum = order == Order::kRule7 ? aligned_slot_sum(x, H, r.tokens) : sequential_sum(x, probs ? DType::kFP32 : dt);
+      const float sum = order == Order::kRule7 ? torch_slot_sum(x, H, r.tokens) : sequential_sum(x, probs ? DType::kFP32 : dt);
       out.set_f32(t * H + h, canonical(sum));
     }
   }
