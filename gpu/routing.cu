@@ -1,16 +1,19 @@
 // permute and unpermute (spec OP-2, OP-3): the routing index built on the device from the routing
 // map, and the kernels that move token rows through it.
 //
-// The index (every launch rebuilds it in the caller's workspace, three small kernels):
-//   1. count:  one warp per micro-chunk of 32 tokens, a lane per token; for each expert e a ballot
-//      of the 32 tokens' flags gives the chunk's column count, and each lane counts its row.
-//   2. scan:   the column counts scanned over the micro-chunks (exclusive, per expert); the block
-//      that finishes last scans the column totals over the experts (off[e]) and the chunks' row
-//      counts (their first slots).
-//   3. place:  the same warps again: lane t's flag for expert e has position
-//      off[e] + (column count before its chunk) + (flags of lower lanes in the ballot), and slot
-//      j of t is its j-th flag in ascending e. Writes tok_off (CSR offsets of the slots), slots,
-//      and per position its token and expert.
+// The index (every launch rebuilds it in the caller's workspace, three small kernels; a tile is
+// 128 tokens, a block of 4 warps with a lane per token):
+//   1. count:  per tile and per group of 128 experts each warp loads its 32 rows' flags (16-byte
+//      loads where rows allow) and turns them by 32 ballots per 32 experts into column masks; the
+//      tile's column counts go to tile_count[e][tile] (expert-major), each token's first slot
+//      within its tile to tok_off, the tile's true entries to tile_rows.
+//   2. scan:   one block scans tile_count flattened (e-major, tile-minor) and tile_rows, each
+//      exclusive: tile_count[e][b] becomes off[e] + (column e's count in tiles before b), and
+//      tile_rows[b] the first slot of tile b; tok_off[T] gets the total.
+//   3. place:  per tile again: the column masks from ballots, the warps' column counts scanned over
+//      the tile's warps in shared memory from tile_count[e][b]; each lane then walks only its own
+//      true flags: position = (its warp's base of column e) + (flags of lower lanes in the column
+//      mask), slot j of t its j-th flag in ascending e. Writes tok_off, slots, pos_token, pos_expert.
 // All integer sums, so the index is exact and deterministic. At T = 16384, E = 160 the map is
 // 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
 //
@@ -52,23 +55,25 @@ namespace {
 using namespace device;
 
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kWarpsPerBlock = kThreads / kWarpLanes;
-constexpr int kScanThreads = 1024;          // the index's scan kernels
+constexpr int kScanThreads = 1024;          // the index's scan kernel (one block)
+constexpr int kScanPerThread = 16;          // consecutive counts a scan thread takes per pass
+constexpr int kTileWarps = 4;               // warps of a count / place block
+constexpr int kTileTokens = kTileWarps * kWarpLanes;  // tokens of a tile, a lane each
+constexpr int kGroupWords = 4;              // 32-expert words of flags a lane holds at once
+constexpr int kGroupExperts = kGroupWords * kWarpLanes;
 constexpr size_t kWorkspaceAlignment = 256;  // every region of the workspace starts aligned
 
 // --- workspace ------------------------------------------------------------------------------
 
 int64_t micro_chunks(int64_t T) { return (T + kWarpLanes - 1) / kWarpLanes; }
+int64_t tiles_of(int64_t T) { return (T + kTileTokens - 1) / kTileTokens; }
 
 size_t aligned(size_t bytes) { return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
 
 // Byte offsets of the workspace's regions (int32 arrays, then the optional fp32 rows).
 struct Layout {
-  size_t done = 0;         // [1]: blocks of the column scan that have finished
-  size_t micro_count = 0;  // [chunks, E]: column counts, then their exclusive scan over chunks
-  size_t row_count = 0;    // [T]: true entries of each token's row
-  size_t micro_rows = 0;   // [chunks]: a chunk's true entries, then their exclusive scan
-  size_t col_off = 0;      // [E]: column totals, then off[e]
+  size_t tile_count = 0;   // [E, tiles]: column counts of each tile, then their flat exclusive scan
+  size_t tile_rows = 0;    // [tiles]: a tile's true entries, then their exclusive scan
   size_t tok_off = 0;      // [T + 1]: the first slot of each token (CSR)
   size_t slots = 0;        // [N]: the positions of token t's slots at tok_off[t] ..
   size_t pos_token = 0;    // [N]: the token of each position
@@ -89,12 +94,9 @@ Layout layout_of(const RoutingShape& s, bool fp32_rows) {
     at += aligned(static_cast<size_t>(elements) * element_bytes);
     return offset;
   };
-  const int64_t chunks = micro_chunks(s.T);
-  l.done = take(1, sizeof(int));
-  l.micro_count = take(chunks * s.E, sizeof(int));
-  l.row_count = take(s.T, sizeof(int));
-  l.micro_rows = take(chunks, sizeof(int));
-  l.col_off = take(s.E, sizeof(int));
+  const int64_t tiles = tiles_of(s.T);
+  l.tile_count = take(tiles * s.E, sizeof(int));
+  l.tile_rows = take(tiles, sizeof(int));
   l.tok_off = take(s.T + 1, sizeof(int));
   l.slots = take(s.N, sizeof(int));
   l.pos_token = take(s.N, sizeof(int));
@@ -106,11 +108,8 @@ Layout layout_of(const RoutingShape& s, bool fp32_rows) {
 
 // The index's arrays in a workspace.
 struct Index {
-  int* done;
-  int* micro_count;
-  int* row_count;
-  int* micro_rows;
-  int* col_off;
+  int* tile_count;
+  int* tile_rows;
   int* tok_off;
   int* slots;
   int* pos_token;
@@ -121,8 +120,7 @@ struct Index {
 Index index_in(void* workspace, const Layout& l) {
   char* base = static_cast<char*>(workspace);
   auto at = [base](size_t offset) { return reinterpret_cast<int*>(base + offset); };
-  return {at(l.done),       at(l.micro_count), at(l.row_count),  at(l.micro_rows), at(l.col_off),
-          at(l.tok_off),    at(l.slots),       at(l.pos_token),  at(l.pos_expert),
+  return {at(l.tile_count), at(l.tile_rows),  at(l.tok_off), at(l.slots), at(l.pos_token), at(l.pos_expert),
           reinterpret_cast<float*>(base + l.rows32)};
 }
 
@@ -187,144 +185,198 @@ __device__ __forceinline__ uint32_t row_flags(const uint8_t* row, int e0, int wi
   return flags;
 }
 
-// Column counts of each micro-chunk of 32 tokens, and each token's row count. The next 32 columns'
-// flags are loaded while the current ones are counted.
-__global__ void __launch_bounds__(kThreads)
-    index_count_kernel(const uint8_t* map, int T, int E, int chunks, int load, Index ix) {
+// A warp's flags of one group of experts [g0, g0 + kGroupExperts): bit b of flags[w] is
+// row[g0 + 32 w + b] != 0 (0 past E and for an invalid lane), and lane b's column[w] has bit l set
+// where lane l's flag for expert g0 + 32 w + b is (32 ballots a word). All the group's loads are
+// issued before any is used.
+__device__ __forceinline__ void group_flags(const uint8_t* row, int g0, int E, bool valid, int load,
+                                            uint32_t (&flags)[kGroupWords], uint32_t (&column)[kGroupWords]) {
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
-  const int m = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x) / kWarpLanes;
-  if (m == 0 && lane == 0) *ix.done = 0;  // for the column scan, which runs after this kernel
-  if (m >= chunks) return;  // the whole warp
-  const int t = m * kWarpLanes + lane;
+#pragma unroll
+  for (int w = 0; w < kGroupWords; ++w) {
+    const int e0 = g0 + w * kWarpLanes;
+    flags[w] = e0 < E ? row_flags(row, e0, min(kWarpLanes, E - e0), valid, load) : 0u;
+  }
+#pragma unroll
+  for (int w = 0; w < kGroupWords; ++w) {
+    column[w] = 0u;
+    if (g0 + w * kWarpLanes >= E) continue;  // the whole warp
+#pragma unroll
+    for (int b = 0; b < kWarpLanes; ++b) {
+      const unsigned mask = __ballot_sync(kFullMask, (flags[w] >> b) & 1u);
+      if (lane == b) column[w] = mask;
+    }
+  }
+}
+
+static_assert(kTileTokens == kGroupExperts, "a thread of a tile's block owns one column of a group");
+
+// Per tile: its column counts into tile_count[e][tile], each token's first slot within the tile into
+// tok_off[t], the tile's true entries into tile_rows[tile].
+__global__ void __launch_bounds__(kTileTokens)
+    index_count_kernel(const uint8_t* map, int T, int E, int tiles, int load, Index ix) {
+  __shared__ int warp_count[kTileWarps][kGroupExperts];
+  __shared__ int warp_rows[kTileWarps];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+  const int tile = static_cast<int>(blockIdx.x);
+  const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
   const bool valid = t < T;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
   int row_count = 0;
-  uint32_t next = E > 0 ? row_flags(row, 0, min(kWarpLanes, E), valid, load) : 0u;
-  for (int e0 = 0; e0 < E; e0 += kWarpLanes) {
-    const int width = min(kWarpLanes, E - e0);
-    const uint32_t flags = next;
-    if (e0 + kWarpLanes < E) next = row_flags(row, e0 + kWarpLanes, min(kWarpLanes, E - e0 - kWarpLanes), valid, load);
-    row_count += __popc(flags);
-    int column = 0;  // the count of column e0 + lane
+  for (int g0 = 0; g0 < E; g0 += kGroupExperts) {
+    uint32_t flags[kGroupWords], column[kGroupWords];
+    group_flags(row, g0, E, valid, load, flags, column);
 #pragma unroll
-    for (int b = 0; b < kWarpLanes; ++b) {
-      const unsigned mask = __ballot_sync(kFullMask, (flags >> b) & 1u);
-      if (lane == b) column = __popc(mask);
+    for (int w = 0; w < kGroupWords; ++w) {
+      row_count += __popc(flags[w]);
+      warp_count[warp][w * kWarpLanes + lane] = __popc(column[w]);
     }
-    if (lane < width) ix.micro_count[static_cast<int64_t>(m) * E + e0 + lane] = column;
+    __syncthreads();
+    const int i = static_cast<int>(threadIdx.x);  // this thread's column of the group
+    if (g0 + i < E) {
+      int sum = 0;
+#pragma unroll
+      for (int v = 0; v < kTileWarps; ++v) sum += warp_count[v][i];
+      ix.tile_count[static_cast<int64_t>(g0 + i) * tiles + tile] = sum;
+    }
+    __syncthreads();  // warp_count is rewritten by the next group
   }
-  if (valid) ix.row_count[t] = row_count;
-  const int chunk_total = __reduce_add_sync(kFullMask, row_count);
-  if (lane == 0) ix.micro_rows[m] = chunk_total;
+  const int inclusive = warp_inclusive_scan(row_count);
+  if (lane == kWarpLanes - 1) warp_rows[warp] = inclusive;
+  __syncthreads();
+  int before = 0, total = 0;
+#pragma unroll
+  for (int v = 0; v < kTileWarps; ++v) {
+    const int rows = warp_rows[v];
+    if (v < warp) before += rows;
+    total += rows;
+  }
+  if (valid) ix.tok_off[t] = before + inclusive - row_count;
+  if (threadIdx.x == 0) ix.tile_rows[tile] = total;
 }
 
-__device__ void block_exclusive_scan(int* data, int n);
-
-// Per expert, the exclusive scan of its column counts over the micro-chunks, and its total in
-// col_off. A block owns 32 experts; its 32 warps each sum a range of chunks first. The block that
-// finishes last then scans the column totals into off[e] and the chunks' row counts into their
-// first slots (the other blocks' writes made visible by the fences before the count).
-__global__ void __launch_bounds__(kScanThreads) index_column_scan_kernel(int E, int chunks, Index ix) {
-  __shared__ int part[kWarpLanes][kWarpLanes + 1];
-  const int column = static_cast<int>(threadIdx.x) % kWarpLanes;
-  const int group = static_cast<int>(threadIdx.x) / kWarpLanes;
-  const int e = static_cast<int>(blockIdx.x) * kWarpLanes + column;
-  const int per_group = (chunks + kWarpLanes - 1) / kWarpLanes;
-  const int m0 = min(chunks, group * per_group), m1 = min(chunks, m0 + per_group);
-  int sum = 0;
-  if (e < E)
-    for (int m = m0; m < m1; ++m) sum += ix.micro_count[static_cast<int64_t>(m) * E + e];
-  part[group][column] = sum;
-  __syncthreads();
-  if (group == 0) {
-    int run = 0;
-    for (int g = 0; g < kWarpLanes; ++g) {
-      const int v = part[g][column];
-      part[g][column] = run;
-      run += v;
-    }
-    if (e < E) ix.col_off[e] = run;
-  }
-  __syncthreads();
-  if (e < E) {
-    int run = part[group][column];
-    for (int m = m0; m < m1; ++m) {
-      int& c = ix.micro_count[static_cast<int64_t>(m) * E + e];
-      const int v = c;
-      c = run;
-      run += v;
-    }
-  }
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(ix.done, 1) == static_cast<int>(gridDim.x) - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  block_exclusive_scan(ix.col_off, E);
-  block_exclusive_scan(ix.micro_rows, chunks);
-}
-
-// Exclusive scan of data[0, n) in place by one block of kScanThreads.
-__device__ void block_exclusive_scan(int* data, int n) {
+// Exclusive scan of data[0, n) in place by one block of kScanThreads, each thread taking
+// kScanPerThread consecutive elements a pass (16-byte accesses where they are whole and aligned); returns
+// the total.
+__device__ int block_exclusive_scan(int* data, int64_t n) {
   __shared__ int sums[kWarpLanes];
+  static_assert(kScanThreads == kWarpLanes * kWarpLanes && kScanPerThread % 4 == 0, "scan shape");
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+  constexpr int64_t kPass = static_cast<int64_t>(kScanThreads) * kScanPerThread;
   int carry = 0;
-  for (int base = 0; base < n; base += kScanThreads) {
-    const int i = base + static_cast<int>(threadIdx.x);
-    const int v = i < n ? __ldcg(data + i) : 0;  // through L2: other blocks wrote data
-    const int inclusive = warp_inclusive_scan(v);
+  for (int64_t pass = 0; pass < n; pass += kPass) {
+    const int64_t i0 = pass + static_cast<int64_t>(threadIdx.x) * kScanPerThread;
+    const bool whole = i0 + kScanPerThread <= n && reinterpret_cast<uintptr_t>(data) % 16 == 0;
+    int v[kScanPerThread];
+    if (whole) {
+#pragma unroll
+      for (int q = 0; q < kScanPerThread / 4; ++q) {
+        const int4 x = reinterpret_cast<const int4*>(data + i0)[q];
+        v[4 * q] = x.x;
+        v[4 * q + 1] = x.y;
+        v[4 * q + 2] = x.z;
+        v[4 * q + 3] = x.w;
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < kScanPerThread; ++q) v[q] = i0 + q < n ? data[i0 + q] : 0;
+    }
+    int local = 0;
+#pragma unroll
+    for (int q = 0; q < kScanPerThread; ++q) local += v[q];
+    const int inclusive = warp_inclusive_scan(local);
     if (lane == kWarpLanes - 1) sums[warp] = inclusive;
     __syncthreads();
     if (warp == 0) sums[lane] = warp_inclusive_scan(sums[lane]);
     __syncthreads();
-    const int before = warp > 0 ? sums[warp - 1] : 0;
-    if (i < n) data[i] = carry + before + inclusive - v;
+    int run = carry + (warp > 0 ? sums[warp - 1] : 0) + inclusive - local;
+#pragma unroll
+    for (int q = 0; q < kScanPerThread; ++q) {
+      const int x = v[q];
+      v[q] = run;
+      run += x;
+    }
+    if (whole) {
+#pragma unroll
+      for (int q = 0; q < kScanPerThread / 4; ++q)
+        reinterpret_cast<int4*>(data + i0)[q] = make_int4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < kScanPerThread; ++q)
+        if (i0 + q < n) data[i0 + q] = v[q];
+    }
     carry += sums[kWarpLanes - 1];
-    __syncthreads();  // sums is rewritten by the next tile
+    __syncthreads();  // sums is rewritten by the next pass
   }
+  return carry;
 }
 
-// Positions: token t's flag for expert e goes to off[e] + (the column's count in earlier chunks)
-// + (flags of lower tokens in the chunk); slot j of t is its j-th flag. Writes are guarded by N,
-// so that a map with more true entries than the caller's N cannot write past the arrays.
-__global__ void __launch_bounds__(kThreads)
-    index_place_kernel(const uint8_t* map, int T, int E, int chunks, int N, int load, Index ix) {
+// tile_count flattened expert-major is scanned exclusively, so that tile_count[e][b] becomes
+// off[e] + #{t in tiles before b : M[t, e]}; tile_rows[b] becomes the first slot of tile b, and
+// tok_off[T] the number of true entries.
+__global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, int tiles, Index ix) {
+  block_exclusive_scan(ix.tile_count, static_cast<int64_t>(E) * tiles);
+  const int total = block_exclusive_scan(ix.tile_rows, tiles);
+  if (threadIdx.x == 0) ix.tok_off[T] = total;
+}
+
+// Positions: token t's flag for expert e goes to tile_count[e][its tile] + (the column's count in
+// earlier warps of the tile) + (flags of lower lanes in its warp's column mask); slot j of t is its
+// j-th flag in ascending e. Writes are guarded by N, so that a map with more true entries than the
+// caller's N cannot write past the arrays.
+__global__ void __launch_bounds__(kTileTokens)
+    index_place_kernel(const uint8_t* map, int T, int E, int tiles, int N, int load, Index ix) {
+  __shared__ int base[kTileWarps][kGroupExperts];
+  __shared__ uint32_t masks[kTileWarps][kGroupExperts];
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
-  const int m = static_cast<int>(blockIdx.x) * kWarpsPerBlock + static_cast<int>(threadIdx.x) / kWarpLanes;
-  if (m >= chunks) return;  // the whole warp
-  const int t = m * kWarpLanes + lane;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+  const int tile = static_cast<int>(blockIdx.x);
+  const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
   const bool valid = t < T;
-  const int count = valid ? ix.row_count[t] : 0;
-  const int first_slot = ix.micro_rows[m] + warp_inclusive_scan(count) - count;
-  if (valid) ix.tok_off[t] = first_slot;
-  if (t == T - 1) ix.tok_off[T] = first_slot + count;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
+  const int first_slot = valid ? ix.tile_rows[tile] + ix.tok_off[t] : 0;
+  if (valid) ix.tok_off[t] = first_slot;
   const unsigned lower_lanes = (1u << lane) - 1u;
   int j = 0;
-  uint32_t next = E > 0 ? row_flags(row, 0, min(kWarpLanes, E), valid, load) : 0u;
-  for (int e0 = 0; e0 < E; e0 += kWarpLanes) {
-    const int width = min(kWarpLanes, E - e0);
-    const uint32_t flags = next;
-    if (e0 + kWarpLanes < E) next = row_flags(row, e0 + kWarpLanes, min(kWarpLanes, E - e0 - kWarpLanes), valid, load);
-    const int column_base =
-        lane < width ? ix.col_off[e0 + lane] + ix.micro_count[static_cast<int64_t>(m) * E + e0 + lane] : 0;
-    for (int b = 0; b < width; ++b) {
-      const bool flag = (flags >> b) & 1u;
-      const unsigned mask = __ballot_sync(kFullMask, flag);
-      const int base = __shfl_sync(kFullMask, column_base, b);
-      if (flag) {
-        const int pos = base + __popc(mask & lower_lanes);
+  for (int g0 = 0; g0 < E; g0 += kGroupExperts) {
+    const int i = static_cast<int>(threadIdx.x);  // this thread's column of the group
+    const int column_base = g0 + i < E ? ix.tile_count[static_cast<int64_t>(g0 + i) * tiles + tile] : 0;
+    uint32_t flags[kGroupWords], column[kGroupWords];
+    group_flags(row, g0, E, valid, load, flags, column);
+#pragma unroll
+    for (int w = 0; w < kGroupWords; ++w) {
+      base[warp][w * kWarpLanes + lane] = __popc(column[w]);
+      masks[warp][w * kWarpLanes + lane] = column[w];
+    }
+    __syncthreads();
+    if (g0 + i < E) {
+      int run = column_base;
+#pragma unroll
+      for (int v = 0; v < kTileWarps; ++v) {
+        const int count = base[v][i];
+        base[v][i] = run;
+        run += count;
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < kGroupWords; ++w) {
+      uint32_t f = flags[w];
+      while (f != 0u) {
+        const int c = w * kWarpLanes + __ffs(f) - 1;  // the flag's column in the group
+        f &= f - 1u;
+        const int pos = base[warp][c] + __popc(masks[warp][c] & lower_lanes);
         const int s = first_slot + j++;
         if (pos < N && s < N) {
           ix.slots[s] = pos;
           ix.pos_token[pos] = t;
-          ix.pos_expert[pos] = e0 + b;
+          ix.pos_expert[pos] = g0 + c;
         }
       }
     }
+    __syncthreads();  // base and masks are rewritten by the next group
   }
 }
 
@@ -332,19 +384,17 @@ __global__ void __launch_bounds__(kThreads)
 Index build_index(const RoutingCommon& r, const Layout& l) {
   const RoutingShape& s = r.shape;
   const Index ix = index_in(r.workspace, l);
+  if (s.T == 0) return ix;  // the launchers return before: nothing is routed
   const auto stream = static_cast<cudaStream_t>(r.stream);
   const auto map = static_cast<const uint8_t*>(r.routing_map);
   const int T = static_cast<int>(s.T), E = static_cast<int>(s.E), N = static_cast<int>(s.N);
-  const int chunks = static_cast<int>(micro_chunks(s.T));
-  const unsigned warps_grid = static_cast<unsigned>((chunks + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int tiles = static_cast<int>(tiles_of(s.T));
   const int load = flag_load_of(map, s.E);
-  index_count_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, load, ix);
+  index_count_kernel<<<static_cast<unsigned>(tiles), kTileTokens, 0, stream>>>(map, T, E, tiles, load, ix);
   check_launch("routing index count", r.stream);
-  // E == 0: one block with no columns, for the row counts' scan.
-  const unsigned column_blocks = static_cast<unsigned>(std::max(1, (E + kWarpLanes - 1) / kWarpLanes));
-  index_column_scan_kernel<<<column_blocks, kScanThreads, 0, stream>>>(E, chunks, ix);
-  check_launch("routing index column scan", r.stream);
-  index_place_kernel<<<warps_grid, kThreads, 0, stream>>>(map, T, E, chunks, N, load, ix);
+  index_scan_kernel<<<1, kScanThreads, 0, stream>>>(T, E, tiles, ix);
+  check_launch("routing index scan", r.stream);
+  index_place_kernel<<<static_cast<unsigned>(tiles), kTileTokens, 0, stream>>>(map, T, E, tiles, N, load, ix);
   check_launch("routing index place", r.stream);
   return ix;
 }
