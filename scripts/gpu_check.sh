@@ -10,7 +10,9 @@
 #                                shared libraries a bare GPU machine may lack, in build/gpu-carry,
 #                                with the `bitparity` command for GPU campaigns; also packed as
 #                                build/gpu-carry.tar.xz. Carry the folder or the packed file.
-#   scripts/gpu_check.sh unpack  On the GPU machine: unpack build/gpu-carry.tar.xz.
+#   scripts/gpu_check.sh unpack  On the GPU machine: unpack build/gpu-carry.tar.xz. A campaign run
+#                                there by hand: LD_LIBRARY_PATH=build/gpu-carry/lib
+#                                BITPARITY_COMMIT=$(cat build/gpu-carry/COMMIT) build/gpu-carry/bitparity ...
 #   scripts/gpu_check.sh run     On the GPU machine: run everything from build/gpu-carry (staging
 #                                first where it is missing and this machine can build).
 #   scripts/gpu_check.sh         stage if needed, then run.
@@ -44,6 +46,9 @@ stage() {
   # in newer versions.
   ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity" | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' | while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
+  # The commit the programs were built from: the GPU machine's copy of the tree may carry another
+  # git state, and campaign reports and corpus entries record this one (BITPARITY_COMMIT).
+  git -C "$ROOT" rev-parse HEAD >"$CARRY/COMMIT" 2>/dev/null || rm -f "$CARRY/COMMIT"
   # One compressed file travels to the GPU machine; `gpu_check.sh unpack` there restores the folder.
   tar cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
   echo "staged in $CARRY ($(du -h "$CARRY.tar.xz" | cut -f1) as $CARRY.tar.xz): $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
@@ -60,6 +65,7 @@ run() {
     stage || { echo "gpu_check: cannot build here (see above)" >&2; exit 1; }
   fi
   export LD_LIBRARY_PATH=$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  [[ -f $CARRY/COMMIT ]] && export BITPARITY_COMMIT=$(<"$CARRY/COMMIT")
   rm -rf "$RESULTS"
   mkdir -p "$RESULTS/logs" "$RESULTS/failures"
   local logs=$RESULTS/logs
