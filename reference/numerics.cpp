@@ -120,4 +120,24 @@ float sequential_sum(std::span<const float> x, DType each) {
 
 float canonical(float v) { return v != v ? f32_from_bits(math::kCanonicalNanBits) : v; }
 
+void canonicalize_nans(Tensor& t) {
+  uint64_t nan = 0;
+  switch (t.dtype()) {
+    case DType::kFP32: nan = math::kCanonicalNanBits; break;
+    case DType::kBF16:
+    case DType::kFP16: nan = 0x7FFFu; break;
+    default: return;
+  }
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (is_nan_bits(t.dtype(), t.bits(i))) t.set_bits(i, nan);
+}
+
+Impl with_canonical_nans(Impl impl) {
+  return [impl = std::move(impl)](const Case& c, const ContractInfo& contract) {
+    TensorMap outputs = impl(c, contract);
+    for (auto& [name, t] : outputs) canonicalize_nans(t);
+    return outputs;
+  };
+}
+
 }  // namespace bitparity::ref

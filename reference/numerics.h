@@ -7,6 +7,7 @@
 #include <span>
 
 #include "core/dtype.h"
+#include "core/registry.h"
 
 namespace bitparity::ref {
 
@@ -64,6 +65,14 @@ float sequential_sum(std::span<const float> x, DType each);
 
 // An arithmetic result as the GPU's fp32 units write it: any NaN becomes 0x7FFFFFFF.
 float canonical(float v);
+
+// The NaN an arithmetic result has once CUDA stores it in a tensor of `dtype`: fp32 0x7FFFFFFF,
+// bf16 and fp16 0x7FFF (__float2bfloat16 and cvt.rn.f16.f32 write these for any NaN). An x86 NaN
+// keeps its input's payload; CUDA's does not, and eager PyTorch's outputs carry CUDA's.
+void canonicalize_nans(Tensor& t);
+// An implementation whose every output is an arithmetic result (never a bit copy of an input):
+// `impl` with every NaN of its outputs canonical.
+Impl with_canonical_nans(Impl impl);
 
 // The widest row torch_row_sum models exactly: beyond it ATen splits a row across warps.
 inline constexpr int64_t kMaxModelledRowWidth = 8192;

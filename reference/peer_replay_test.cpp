@@ -1,6 +1,8 @@
 // Replays outputs recorded from eager PyTorch on an H200 (every peers/torch/*.jsonl, written by the
 // recorders beside them) against ref:<contract>: the reference must reproduce PyTorch's bits, not
-// only our reading of its source. Every op in the registry that has a recording is replayed; each
+// only our reading of its source, NaN payloads included (a NaN that CUDA's arithmetic writes is
+// canonical; x86's keeps its input's payload, so the reference canonicalizes what it computes).
+// Every op in the registry that has a recording is replayed; each
 // recording must hold enough cases, mostly with non-zero outputs, to prove something.
 #include <algorithm>
 #include <filesystem>
@@ -66,7 +68,7 @@ TEST(PeerReplayTest, ReferenceReproducesEagerPyTorch) {
         ++unmodelled;
         continue;
       }
-      const Comparison cmp = compare_outputs(got, expected);
+      const Comparison cmp = compare_outputs(got, expected, {.strict_nan = true});
       EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
           << path << ":" << r.line << "\n"
           << format_comparison(cmp, c.op + " " + std::string(direction_name(c.direction)), "ref:" + contract, "torch");

@@ -48,6 +48,7 @@ TensorMap permute_backward(const Case& c, Order order) {
       d_tokens.set_f32(t * H + h, canonical(sum));
     }
   }
+  canonicalize_nans(d_tokens);
   return {{"d_tokens", d_tokens}};
 }
 

@@ -1,8 +1,7 @@
 // swiglu and its bias variant (spec OP-4, OP-6): Megatron's SwiGLUFunction / BiasSwiGLUFunction.
 #include "reference/swiglu.h"
 
-#include "reference/swiglu_common.h"
-
+#include "reference/numerics.h"
 #include "reference/swiglu_common.h"
 
 namespace bitparity::ref {
@@ -47,7 +46,8 @@ TensorMap swiglu_megatron(const Case& c, const ContractInfo& contract) {
 
 // The gate (fused functions: > 0; unfused glu(): present) is the contract's trait.
 std::vector<ImplEntry> swiglu_impls() {
-  return {{"swiglu", "megatron_eager", swiglu_megatron}, {"swiglu", "megatron_unfused", swiglu_megatron}};
+  return {{"swiglu", "megatron_eager", with_canonical_nans(swiglu_megatron)},
+          {"swiglu", "megatron_unfused", with_canonical_nans(swiglu_megatron)}};
 }
 
 }  // namespace bitparity::ref

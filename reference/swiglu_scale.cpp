@@ -157,10 +157,10 @@ TensorMap swiglu_scale_paddle(const Case& c, const ContractInfo& contract) {
 // Megatron's two gates are the contracts' traits; paddle_fused_shipped differs from paddle_fused
 // in d_scale's shape only.
 std::vector<ImplEntry> swiglu_scale_impls() {
-  return {{"swiglu_scale", "megatron_eager", swiglu_scale_megatron},
-          {"swiglu_scale", "megatron_unfused", swiglu_scale_megatron},
-          {"swiglu_scale", "paddle_fused", swiglu_scale_paddle},
-          {"swiglu_scale", "paddle_fused_shipped", swiglu_scale_paddle}};
+  return {{"swiglu_scale", "megatron_eager", with_canonical_nans(swiglu_scale_megatron)},
+          {"swiglu_scale", "megatron_unfused", with_canonical_nans(swiglu_scale_megatron)},
+          {"swiglu_scale", "paddle_fused", with_canonical_nans(swiglu_scale_paddle)},
+          {"swiglu_scale", "paddle_fused_shipped", with_canonical_nans(swiglu_scale_paddle)}};
 }
 
 }  // namespace bitparity::ref

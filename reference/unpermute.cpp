@@ -40,6 +40,7 @@ TensorMap unpermute_forward(const Case& c, Order order) {
       out.set_f32(t * H + h, canonical(sum));
     }
   }
+  canonicalize_nans(out);
   return {{"out", out}};
 }
 
@@ -65,6 +66,7 @@ TensorMap unpermute_backward(const Case& c) {
         d_permuted.set_f32(p * H + h, canonical(probs ? g * w : g));
       }
     }
+  canonicalize_nans(d_permuted);
   if (!probs) return {{"d_permuted", d_permuted}};
 
   const Tensor& permuted = *c.input("permuted");
@@ -77,6 +79,7 @@ TensorMap unpermute_backward(const Case& c) {
       const float sum = H == 1 ? products[0] : torch_row_sum(products, N);
       d_probs.set_f32(t * r.experts + r.slots[static_cast<size_t>(t)][j], canonical(sum));
     }
+  canonicalize_nans(d_probs);
   return {{"d_permuted", d_permuted}, {"d_probs", d_probs}};
 }
 
