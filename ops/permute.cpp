@@ -184,13 +184,9 @@ OpInfo permute() {
        "(which experts a tied row routes to)",
        kPaddleFrom}};
   op.validate = validate;
-  op.generate = [](Direction d) { return rm::generate("permute", d); };
-  op.required_tags = [](Direction d) { return rm::required_tags("permute", d); };
-  op.classes = rm::classes;
+  rm::add_routing_generators(op);
   op.error_inputs = error_inputs;
   op.reference_inputs = reference_inputs;
-  op.take_rows = rm::take_rows;
-  op.shrink_shape = rm::shrink_shape;
   op.oracle = oracle;
   return op;
 }

@@ -531,6 +531,15 @@ CaseClasses classes(const Case& c) {
   return k;
 }
 
+void add_routing_generators(OpInfo& op) {
+  const std::string name = op.name;
+  op.generate = [name](Direction d) { return generate(name, d); };
+  op.required_tags = [name](Direction d) { return required_tags(name, d); };
+  op.classes = classes;
+  op.take_rows = take_rows;
+  op.shrink_shape = shrink_shape;
+}
+
 Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::vector<int64_t>& counts) {
   Tensor m(DType::kBool, {tokens, experts});
   for (int64_t t = 0; t < tokens; ++t) {

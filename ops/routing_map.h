@@ -97,6 +97,10 @@ CaseClasses classes(const Case& c);
 // of unpermute's forward), or "" where the direction sums none.
 std::string slot_sum_input(const std::string& op, Direction direction);
 
+// Sets what permute and unpermute share on a record whose name is set: the generator and its
+// required tags, the classes, the cut to rows (take_rows) and the shape shrinker.
+void add_routing_generators(OpInfo& op);
+
 // A [T, E] routing map in which every token routes to k experts drawn uniformly without
 // replacement from splitmix64(seed): (T, E, k, seed) name its bits. For reference inputs.
 Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t seed);
