@@ -13,8 +13,12 @@
 //   3. place:  per tile again: the column masks from ballots, the warps' column counts scanned over
 //      the tile's warps in shared memory from tile_count[e][b]; each lane then walks only its own
 //      true flags: position = (its warp's base of column e) + (flags of lower lanes in the column
-//      mask), slot j of t its j-th flag in ascending e. Writes tok_off, slots, pos_token, pos_expert.
-// All integer sums, so the index is exact and deterministic. At T = 16384, E = 160 the map is
+//      mask), slot j of t its j-th flag in ascending e. Writes tok_off, slots, pos_token, pos_expert
+//      and, for a weighted sum, slot_weight[s] = probs[t, e] of slot s.
+// All integer sums, so the index is exact and deterministic. Each kernel after count, and the
+// payload kernel after place, is a programmatic dependent launch: scheduled while its predecessor
+// drains, it waits (griddepcontrol.wait) before it reads what the predecessor wrote, so that no
+// launch gap separates the four kernels. At T = 16384, E = 160 the map is
 // 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
 //
 // The payload kernels (grid-stride loops over 16-byte packets where the row allows):
@@ -23,14 +27,15 @@
 //                   backward without probs: the embedding backward's sum into zeros).
 //   gather_sum:     one item per (token, packet): the slots' packets read 4 * ILP at a time and
 //                   added in four accumulators a_{j mod 4}, j ascending (rule 7, middle dim);
-//                   with probs each value first times probs[t, e_j] (permute backward, unpermute
-//                   forward of the aligned contracts, H > 1).
+//                   with probs each value first times its slot's weight, read beside the slot's
+//                   position (permute backward, unpermute forward of the aligned contracts, H > 1).
 //   slot_row_sum:   the same sums at H == 1, where torch reduces the slots as the last dim of
 //                   [T, k] (rule 7, last dim, rows T): one thread per token.
 //   atomic_scatter: the order-of-arrival baselines (index_add_ / scatter_add_): one thread per
 //                   (position, element pair) adding into its token's row with atomics.
 //   probs_backward: one row team per position (rule 7, last dim: the lane plan of
-//                   gpu/common/row_sum), for unpermute's backward with probs; at H == 1 one thread
+//                   gpu/common/row_sum), for unpermute's backward with probs, the teams in token
+//                   order (a token's k teams share its d_out row in cache); at H == 1 one thread
 //                   per position and no sum.
 #include "gpu/routing_kernels.h"
 
@@ -39,6 +44,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -62,6 +68,48 @@ constexpr int kTileTokens = kTileWarps * kWarpLanes;  // tokens of a tile, a lan
 constexpr int kGroupWords = 4;              // 32-expert words of flags a lane holds at once
 constexpr int kGroupExperts = kGroupWords * kWarpLanes;
 constexpr size_t kWorkspaceAlignment = 256;  // every region of the workspace starts aligned
+constexpr int kPlaceBatch = 4;  // flags a place thread takes at a time
+
+// --- programmatic dependent launch -------------------------------------------------------------
+//
+// The index's kernels and the payload run back to back on one stream. Each kernel after the first is
+// launched with programmatic stream serialization: it is scheduled while its predecessor drains and
+// waits (griddepcontrol.wait) for the predecessor's completion and memory before it reads anything
+// the predecessor wrote. A kernel launched without the attribute passes the wait at once.
+
+// Waits until the preceding kernel of the stream has completed and its writes are visible.
+__device__ __forceinline__ void wait_for_predecessor() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next kernel of the stream be scheduled now (it still waits for this one's completion).
+__device__ __forceinline__ void release_successor() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Launches kernel<<<grid, block, shared, stream>>>(args...), as a programmatic dependent of the
+// stream's preceding kernel where `dependent` (the preceding work must be a kernel of this file
+// that releases it, or completes).
+template <class... Params, class... Args>
+void launch(void (*kernel)(Params...), unsigned grid, unsigned block, size_t shared, void* stream, bool dependent,
+            const char* what, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid);
+  config.blockDim = dim3(block);
+  config.dynamicSmemBytes = shared;
+  config.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute attribute[1] = {};
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = dependent ? 1 : 0;
+  check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), what);
+  check_launch(what, stream);
+}
 
 // --- workspace ------------------------------------------------------------------------------
 
@@ -78,6 +126,7 @@ struct Layout {
   size_t slots = 0;        // [N]: the positions of token t's slots at tok_off[t] ..
   size_t pos_token = 0;    // [N]: the token of each position
   size_t pos_expert = 0;   // [N]: the expert of each position
+  size_t slot_weight = 0;  // [N] fp32: probs[t, e] of slot s of t (only where the launch has probs)
   size_t rows32 = 0;       // [T, H] fp32 (only where asked)
   size_t total = 0;
 };
@@ -101,6 +150,7 @@ Layout layout_of(const RoutingShape& s, bool fp32_rows) {
   l.slots = take(s.N, sizeof(int));
   l.pos_token = take(s.N, sizeof(int));
   l.pos_expert = take(s.N, sizeof(int));
+  l.slot_weight = take(s.N, sizeof(float));
   if (fp32_rows) l.rows32 = take(s.T * s.H, sizeof(float));
   l.total = at;
   return l;
@@ -114,13 +164,20 @@ struct Index {
   int* slots;
   int* pos_token;
   int* pos_expert;
+  float* slot_weight;
   float* rows32;
 };
 
 Index index_in(void* workspace, const Layout& l) {
   char* base = static_cast<char*>(workspace);
   auto at = [base](size_t offset) { return reinterpret_cast<int*>(base + offset); };
-  return {at(l.tile_count), at(l.tile_rows),  at(l.tok_off), at(l.slots), at(l.pos_token), at(l.pos_expert),
+  return {at(l.tile_count),
+          at(l.tile_rows),
+          at(l.tok_off),
+          at(l.slots),
+          at(l.pos_token),
+          at(l.pos_expert),
+          reinterpret_cast<float*>(base + l.slot_weight),
           reinterpret_cast<float*>(base + l.rows32)};
 }
 
@@ -223,6 +280,7 @@ __global__ void __launch_bounds__(kTileTokens)
   const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
   const bool valid = t < T;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
+  release_successor();
   int row_count = 0;
   for (int g0 = 0; g0 < E; g0 += kGroupExperts) {
     uint32_t flags[kGroupWords], column[kGroupWords];
@@ -317,6 +375,8 @@ __device__ int block_exclusive_scan(int* data, int64_t n) {
 // off[e] + #{t in tiles before b : M[t, e]}; tile_rows[b] becomes the first slot of tile b, and
 // tok_off[T] the number of true entries.
 __global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, int tiles, Index ix) {
+  release_successor();
+  wait_for_predecessor();
   block_exclusive_scan(ix.tile_count, static_cast<int64_t>(E) * tiles);
   const int total = block_exclusive_scan(ix.tile_rows, tiles);
   if (threadIdx.x == 0) ix.tok_off[T] = total;
@@ -324,10 +384,11 @@ __global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, 
 
 // Positions: token t's flag for expert e goes to tile_count[e][its tile] + (the column's count in
 // earlier warps of the tile) + (flags of lower lanes in its warp's column mask); slot j of t is its
-// j-th flag in ascending e. Writes are guarded by N, so that a map with more true entries than the
-// caller's N cannot write past the arrays.
+// j-th flag in ascending e. With probs, slot_weight[s] = probs[t, e] of slot s (so that a weighted
+// sum reads a slot's weight beside its position, not through it). Writes are guarded by N, so that
+// a map with more true entries than the caller's N cannot write past the arrays.
 __global__ void __launch_bounds__(kTileTokens)
-    index_place_kernel(const uint8_t* map, int T, int E, int tiles, int N, int load, Index ix) {
+    index_place_kernel(const uint8_t* map, const float* probs, int T, int E, int tiles, int N, int load, Index ix) {
   __shared__ int base[kTileWarps][kGroupExperts];
   __shared__ uint32_t masks[kTileWarps][kGroupExperts];
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
@@ -336,13 +397,16 @@ __global__ void __launch_bounds__(kTileTokens)
   const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
   const bool valid = t < T;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
+  release_successor();
+  wait_for_predecessor();
   const int first_slot = valid ? ix.tile_rows[tile] + ix.tok_off[t] : 0;
   if (valid) ix.tok_off[t] = first_slot;
   const unsigned lower_lanes = (1u << lane) - 1u;
   int j = 0;
   for (int g0 = 0; g0 < E; g0 += kGroupExperts) {
     const int i = static_cast<int>(threadIdx.x);  // this thread's column of the group
-    const int column_base = g0 + i < E ? ix.tile_count[static_cast<int64_t>(g0 + i) * tiles + tile] : 0;
+    const bool owned = g0 + i < E;
+    const int column_base = owned ? ix.tile_count[static_cast<int64_t>(g0 + i) * tiles + tile] : 0;
     uint32_t flags[kGroupWords], column[kGroupWords];
     group_flags(row, g0, E, valid, load, flags, column);
 #pragma unroll
@@ -351,7 +415,7 @@ __global__ void __launch_bounds__(kTileTokens)
       masks[warp][w * kWarpLanes + lane] = column[w];
     }
     __syncthreads();
-    if (g0 + i < E) {
+    if (owned) {
       int run = column_base;
 #pragma unroll
       for (int v = 0; v < kTileWarps; ++v) {
@@ -364,15 +428,26 @@ __global__ void __launch_bounds__(kTileTokens)
 #pragma unroll
     for (int w = 0; w < kGroupWords; ++w) {
       uint32_t f = flags[w];
-      while (f != 0u) {
-        const int c = w * kWarpLanes + __ffs(f) - 1;  // the flag's column in the group
-        f &= f - 1u;
-        const int pos = base[warp][c] + __popc(masks[warp][c] & lower_lanes);
-        const int s = first_slot + j++;
-        if (pos < N && s < N) {
-          ix.slots[s] = pos;
-          ix.pos_token[pos] = t;
-          ix.pos_expert[pos] = g0 + c;
+      while (f != 0u) {  // the flags kPlaceBatch at a time, their weights' loads issued together
+        int c[kPlaceBatch];  // the flags' columns in the group, -1 past the last
+        float weight[kPlaceBatch];
+#pragma unroll
+        for (int q = 0; q < kPlaceBatch; ++q) {
+          c[q] = f != 0u ? w * kWarpLanes + __ffs(f) - 1 : -1;
+          f &= f - 1u;
+          weight[q] = probs && c[q] >= 0 ? probs[static_cast<int64_t>(t) * E + g0 + c[q]] : 0.0f;
+        }
+#pragma unroll
+        for (int q = 0; q < kPlaceBatch; ++q) {
+          if (c[q] < 0) continue;
+          const int pos = base[warp][c[q]] + __popc(masks[warp][c[q]] & lower_lanes);
+          const int s = first_slot + j++;
+          if (pos < N && s < N) {
+            ix.slots[s] = pos;
+            ix.pos_token[pos] = t;
+            ix.pos_expert[pos] = g0 + c[q];
+            if (probs) ix.slot_weight[s] = weight[q];
+          }
         }
       }
     }
@@ -380,22 +455,22 @@ __global__ void __launch_bounds__(kTileTokens)
   }
 }
 
-// Builds the index of `map` in the workspace on `stream`.
-Index build_index(const RoutingCommon& r, const Layout& l) {
+// Builds the index of `map` in the workspace on `stream`: count, scan and place, each a programmatic
+// dependent of the one before (scheduled while it drains); the kernel that consumes the index is
+// launched as a dependent of place. With `probs` ([T, E] fp32) place also writes slot_weight.
+Index build_index(const RoutingCommon& r, const Layout& l, const float* probs = nullptr) {
   const RoutingShape& s = r.shape;
   const Index ix = index_in(r.workspace, l);
   if (s.T == 0) return ix;  // the launchers return before: nothing is routed
-  const auto stream = static_cast<cudaStream_t>(r.stream);
   const auto map = static_cast<const uint8_t*>(r.routing_map);
   const int T = static_cast<int>(s.T), E = static_cast<int>(s.E), N = static_cast<int>(s.N);
   const int tiles = static_cast<int>(tiles_of(s.T));
   const int load = flag_load_of(map, s.E);
-  index_count_kernel<<<static_cast<unsigned>(tiles), kTileTokens, 0, stream>>>(map, T, E, tiles, load, ix);
-  check_launch("routing index count", r.stream);
-  index_scan_kernel<<<1, kScanThreads, 0, stream>>>(T, E, tiles, ix);
-  check_launch("routing index scan", r.stream);
-  index_place_kernel<<<static_cast<unsigned>(tiles), kTileTokens, 0, stream>>>(map, T, E, tiles, N, load, ix);
-  check_launch("routing index place", r.stream);
+  const auto grid = static_cast<unsigned>(tiles);
+  launch(index_count_kernel, grid, kTileTokens, 0, r.stream, false, "routing index count", map, T, E, tiles, load, ix);
+  launch(index_scan_kernel, 1, kScanThreads, 0, r.stream, true, "routing index scan", T, E, tiles, ix);
+  launch(index_place_kernel, grid, kTileTokens, 0, r.stream, true, "routing index place", map, probs, T, E,
+         tiles, N, load, ix);
   return ix;
 }
 
@@ -452,6 +527,7 @@ struct PlusZero {
 
 template <class Vec, class Move, int kIlp>
 __global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider per_row) {
+  wait_for_predecessor();
   const Vec* src = static_cast<const Vec*>(p.src);
   Vec* dst = static_cast<Vec*>(p.dst);
   const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
@@ -489,9 +565,8 @@ void launch_copy_rows(const CopyRows& args, int64_t per_row) {
     chunk.src = advanced(args.src, first * per_row * static_cast<int64_t>(sizeof(Vec)));
     chunk.tok_off = args.tok_off + first;
     constexpr auto kKernel = copy_rows_kernel<Vec, Move, kIlp>;
-    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
-        chunk, Divider(static_cast<uint32_t>(per_row)));
-    check_launch("routing copy_rows", args.stream);
+    launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing copy_rows", chunk,
+           Divider(static_cast<uint32_t>(per_row)));
   });
 }
 
@@ -544,10 +619,9 @@ void copy_token_rows(const RoutingCommon& r, const Index& ix, const void* src, v
 struct GatherSum {
   int64_t rows = 0;  // tokens of this chunk
   int64_t H = 0, E = 0;
-  const void* src = nullptr;    // [N, H]
-  const float* probs = nullptr;  // [rows, E] at the chunk's first token, or nullptr
-  const int* pos_expert = nullptr;
-  const int* tok_off = nullptr;  // at the chunk's first token
+  const void* src = nullptr;          // [N, H]
+  const float* slot_weight = nullptr;  // [N]: the weight of each slot (indexed as slots), or nullptr
+  const int* tok_off = nullptr;        // at the chunk's first token
   const int* slots = nullptr;
   void* dst = nullptr;  // [rows, H] at the chunk's first token
   void* stream = nullptr;
@@ -558,6 +632,7 @@ struct GatherSum {
 // so that this is the batch index q mod 4, and each accumulator takes its slots in ascending j.
 template <class Act, int kN, int kIlp>
 __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divider per_row) {
+  wait_for_predecessor();
   using S = typename Act::Storage;
   constexpr int kBatch = 4 * kIlp;
   const S* src = static_cast<const S*>(p.src);
@@ -583,7 +658,7 @@ __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divid
         if (s0 + q >= end) continue;
         const int pos = p.slots[s0 + q];
         v[q] = load_raw<Act, kN>(src + static_cast<int64_t>(pos) * H + c);
-        if (p.probs) weight[q] = p.probs[static_cast<int64_t>(r) * p.E + p.pos_expert[pos]];
+        if (p.slot_weight) weight[q] = p.slot_weight[s0 + q];
       }
 #pragma unroll
       for (int q = 0; q < kBatch; ++q) {
@@ -591,7 +666,7 @@ __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divid
 #pragma unroll
         for (int i = 0; i < kN; ++i) {
           float x = Act::load(v[q].e[i]);
-          if (p.probs) x = __fmul_rn(x, weight[q]);
+          if (p.slot_weight) x = __fmul_rn(x, weight[q]);
           acc[q % 4][i] = __fadd_rn(acc[q % 4][i], x);
         }
       }
@@ -609,13 +684,11 @@ void launch_gather_sum(const GatherSum& args) {
   for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
     GatherSum chunk = args;
     chunk.rows = rows;
-    chunk.probs = args.probs ? args.probs + first * args.E : nullptr;
     chunk.tok_off = args.tok_off + first;
     chunk.dst = advanced(args.dst, first * args.H * static_cast<int64_t>(sizeof(typename Act::Storage)));
     constexpr auto kKernel = gather_sum_kernel<Act, kN, kIlp>;
-    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
-        chunk, Divider(static_cast<uint32_t>(per_row)));
-    check_launch("routing gather_sum", args.stream);
+    launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing gather_sum",
+           chunk, Divider(static_cast<uint32_t>(per_row)));
   });
 }
 
@@ -678,9 +751,8 @@ __device__ float serial_rule7_row_sum(int width, const RowSumPlan& plan, X&& x) 
 
 struct SlotRowSum {
   int64_t T = 0, E = 0;
-  const void* src = nullptr;     // [N, 1]
-  const float* probs = nullptr;  // [T, E], or nullptr
-  const int* pos_expert = nullptr;
+  const void* src = nullptr;           // [N, 1]
+  const float* slot_weight = nullptr;  // [N]: the weight of each slot (indexed as slots), or nullptr
   const int* tok_off = nullptr;
   const int* slots = nullptr;
   RowSumPlan plan;       // rule7_row_sum_plan(k, T)
@@ -692,6 +764,7 @@ struct SlotRowSum {
 // f32(src[slot j]) * probs[t, e_j]; +0 for a token without slots.
 template <class Act>
 __global__ void __launch_bounds__(kThreads) slot_row_sum_kernel(SlotRowSum p) {
+  wait_for_predecessor();
   using S = typename Act::Storage;
   const S* src = static_cast<const S*>(p.src);
   S* dst = static_cast<S*>(p.dst);
@@ -702,7 +775,7 @@ __global__ void __launch_bounds__(kThreads) slot_row_sum_kernel(SlotRowSum p) {
     const auto x = [&](int j) {
       const int pos = p.slots[begin + j];
       const float v = Act::load(src[pos]);
-      return p.probs ? __fmul_rn(v, p.probs[t * p.E + p.pos_expert[pos]]) : v;
+      return p.slot_weight ? __fmul_rn(v, p.slot_weight[begin + j]) : v;
     };
     dst[t] = Act::store(width > 0 ? serial_rule7_row_sum(width, p.plan, x) : 0.0f);
   }
@@ -711,8 +784,7 @@ __global__ void __launch_bounds__(kThreads) slot_row_sum_kernel(SlotRowSum p) {
 template <class Act>
 void launch_slot_row_sum(const SlotRowSum& args) {
   constexpr auto kKernel = slot_row_sum_kernel<Act>;
-  kKernel<<<resident_grid<kKernel>(args.T), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(args);
-  check_launch("routing slot_row_sum", args.stream);
+  launch(kKernel, resident_grid<kKernel>(args.T), kThreads, 0, args.stream, true, "routing slot_row_sum", args);
 }
 
 // dst[t] = the sum over t's slots of `src` ([N, H]), each value times probs[t, e_j] first where
@@ -729,8 +801,7 @@ void gather_token_sums(const RoutingCommon& r, const Index& ix, const void* src,
     a.T = s.T;
     a.E = s.E;
     a.src = src;
-    a.probs = probs;
-    a.pos_expert = ix.pos_expert;
+    a.slot_weight = probs ? ix.slot_weight : nullptr;
     a.tok_off = ix.tok_off;
     a.slots = ix.slots;
     a.plan = slot_plan;
@@ -748,8 +819,7 @@ void gather_token_sums(const RoutingCommon& r, const Index& ix, const void* src,
   g.H = s.H;
   g.E = s.E;
   g.src = src;
-  g.probs = probs;
-  g.pos_expert = ix.pos_expert;
+  g.slot_weight = probs ? ix.slot_weight : nullptr;
   g.tok_off = ix.tok_off;
   g.slots = ix.slots;
   g.dst = dst;
@@ -796,6 +866,7 @@ __device__ __forceinline__ void atomic_add_pair_to(FP16, uint16_t* p, const uint
 // f32(x) * probs[t, e] into fp32 rows; otherwise x in the dtype.
 template <class Act, int kPair, bool kProducts>
 __global__ void __launch_bounds__(kThreads) atomic_scatter_kernel(AtomicScatter p, Divider per_row) {
+  wait_for_predecessor();
   using S = typename Act::Storage;
   const S* src = static_cast<const S*>(p.src);
   const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
@@ -832,9 +903,8 @@ void launch_atomic_scatter(const AtomicScatter& args) {
     chunk.pos_token = args.pos_token + first;
     chunk.pos_expert = args.pos_expert + first;
     constexpr auto kKernel = atomic_scatter_kernel<Act, kPair, kProducts>;
-    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
-        chunk, Divider(static_cast<uint32_t>(per_row)));
-    check_launch("routing atomic_scatter", args.stream);
+    launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing atomic_scatter",
+           chunk, Divider(static_cast<uint32_t>(per_row)));
   });
 }
 
@@ -874,6 +944,7 @@ void atomic_scatter_rows(const RoutingCommon& r, const Index& ix, const void* sr
 // fp32 rows rounded once to the dtype.
 template <class Act>
 __global__ void __launch_bounds__(kThreads) round_rows_kernel(const float* src, typename Act::Storage* dst, int64_t n) {
+  wait_for_predecessor();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     dst[i] = Act::store(src[i]);
@@ -882,9 +953,8 @@ __global__ void __launch_bounds__(kThreads) round_rows_kernel(const float* src, 
 template <class Act>
 void launch_round_rows(const float* src, void* dst, int64_t n, void* stream) {
   constexpr auto kKernel = round_rows_kernel<Act>;
-  kKernel<<<resident_grid<kKernel>(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      src, static_cast<typename Act::Storage*>(dst), n);
-  check_launch("routing round_rows", stream);
+  launch(kKernel, resident_grid<kKernel>(n), kThreads, 0, stream, true, "routing round_rows", src,
+         static_cast<typename Act::Storage*>(dst), n);
 }
 
 // --- probs_backward: unpermute's backward with probs --------------------------------------------
@@ -906,6 +976,7 @@ struct ProbsBackward {
   const float* probs = nullptr;    // [T, E]
   const int* pos_token = nullptr;
   const int* pos_expert = nullptr;
+  const int* slots = nullptr;  // the teams take the positions in token order: slots[0], slots[1], ...
   RowSumPlan plan;  // rule7_row_sum_plan(H, N); H > 1
   void* d_permuted = nullptr;  // [N, H]
   float* d_probs = nullptr;    // [T, E], +0 where the map is false (zeroed first)
@@ -914,6 +985,7 @@ struct ProbsBackward {
 
 template <class Act, int kBlock>
 __global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p, int group) {
+  wait_for_predecessor();
   using S = typename Act::Storage;
   constexpr int V = kLanesPerThread<Act>;
   extern __shared__ float tree[];
@@ -937,12 +1009,15 @@ __global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p,
 
   int64_t token = 0, expert = 0;
   if (live) {
-    token = p.pos_token[row];
-    expert = p.pos_expert[row];
+    // Team `row` takes slot `row` of the token-major slot list, so that the teams of a token's
+    // slots run together and read its d_out row from cache.
+    const int64_t pos = p.slots[row];
+    token = p.pos_token[pos];
+    expert = p.pos_expert[pos];
     const float w = p.probs[token * p.E + expert];
     const S* g_row = static_cast<const S*>(p.d_out) + token * H;
-    const S* z_row = static_cast<const S*>(p.permuted) + row * H;
-    S* dz_row = static_cast<S*>(p.d_permuted) + row * H;
+    const S* z_row = static_cast<const S*>(p.permuted) + pos * H;
+    S* dz_row = static_cast<S*>(p.d_permuted) + pos * H;
     // kN contiguous elements at column c: d_permuted stored, each product added to lane_acc0[i],
     // which is acc[i / 4][i % 4] of this thread's lanes.
     auto compute_chunk = [&](auto kN_tag, int64_t c, float* lane_acc0) {
@@ -998,6 +1073,7 @@ __global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p,
 // f32(permuted[pos]), no sum.
 template <class Act>
 __global__ void __launch_bounds__(kThreads) probs_backward_single_kernel(ProbsBackward p) {
+  wait_for_predecessor();
   using S = typename Act::Storage;
   const S* d_out = static_cast<const S*>(p.d_out);
   const S* permuted = static_cast<const S*>(p.permuted);
@@ -1013,11 +1089,9 @@ __global__ void __launch_bounds__(kThreads) probs_backward_single_kernel(ProbsBa
 
 template <class Act>
 void launch_probs_backward(const ProbsBackward& p) {
-  const auto stream = static_cast<cudaStream_t>(p.stream);
   if (p.H == 1) {
     constexpr auto kKernel = probs_backward_single_kernel<Act>;
-    kKernel<<<resident_grid<kKernel>(p.N), kThreads, 0, stream>>>(p);
-    return check_launch("unpermute probs_backward", p.stream);
+    return launch(kKernel, resident_grid<kKernel>(p.N), kThreads, 0, p.stream, true, "unpermute probs_backward", p);
   }
   constexpr int V = kLanesPerThread<Act>;
   const int group = std::max(1, p.plan.lanes / V);
@@ -1026,13 +1100,13 @@ void launch_probs_backward(const ProbsBackward& p) {
   if (group <= kWarpLanes) {
     const int64_t rows_per_block = kThreads / group;
     const auto grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
-    probs_backward_kernel<Act, kThreads><<<grid, kThreads, 0, stream>>>(p, group);
+    launch(probs_backward_kernel<Act, kThreads>, grid, kThreads, 0, p.stream, true, "unpermute probs_backward", p,
+           group);
   } else {
     const size_t shared = sizeof(float) * static_cast<size_t>(group) * V;
-    probs_backward_kernel<Act, kReduceMaxThreads>
-        <<<static_cast<unsigned>(p.N), static_cast<unsigned>(group), shared, stream>>>(p, group);
+    launch(probs_backward_kernel<Act, kReduceMaxThreads>, static_cast<unsigned>(p.N), static_cast<unsigned>(group),
+           shared, p.stream, true, "unpermute probs_backward", p, group);
   }
-  check_launch("unpermute probs_backward", p.stream);
 }
 
 }  // namespace
@@ -1051,9 +1125,10 @@ void launch_permute_backward(const PermuteBackward& args) {
   const RoutingShape& s = args.r.shape;
   if (s.T == 0) return;
   require_workspace(args.r, false, "permute backward");
+  if (args.order_of_arrival)  // before the index, so that the index's kernels and the sum run back to back
+    zero(args.d_tokens, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "permute d_tokens");
   const Index ix = build_index(args.r, layout_of(s, false));
   if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.d_permuted, nullptr, args.slot_plan, args.d_tokens);
-  zero(args.d_tokens, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "permute d_tokens");
   atomic_scatter_rows(args.r, ix, args.d_permuted, nullptr, args.d_tokens);
 }
 
@@ -1065,14 +1140,14 @@ void launch_unpermute_forward(const UnpermuteForward& args) {
   const bool fp32_rows = args.order_of_arrival && probs && s.dtype != DType::kFP32;
   require_workspace(args.r, fp32_rows, "unpermute forward");
   const Layout l = layout_of(s, fp32_rows);
-  const Index ix = build_index(args.r, l);
+  const Index ix = index_in(args.r.workspace, l);
+  // The atomic sums' zeros first, so that the index's kernels and the sum run back to back.
+  if (args.order_of_arrival && !fp32_rows)
+    zero(args.out, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "unpermute out");
+  if (fp32_rows) zero(ix.rows32, static_cast<size_t>(s.T * s.H) * sizeof(float), args.r.stream, "unpermute fp32 rows");
+  build_index(args.r, l, args.order_of_arrival ? nullptr : probs);
   if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.permuted, probs, args.slot_plan, args.out);
-  const size_t out_bytes = static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype);
-  if (!fp32_rows) {
-    zero(args.out, out_bytes, args.r.stream, "unpermute out");
-    return atomic_scatter_rows(args.r, ix, args.permuted, probs, args.out);
-  }
-  zero(ix.rows32, static_cast<size_t>(s.T * s.H) * sizeof(float), args.r.stream, "unpermute fp32 rows");
+  if (!fp32_rows) return atomic_scatter_rows(args.r, ix, args.permuted, probs, args.out);
   atomic_scatter_rows(args.r, ix, args.permuted, probs, ix.rows32);
   if (s.H == 0) return;
   switch (s.dtype) {
@@ -1086,9 +1161,10 @@ void launch_unpermute_backward(const UnpermuteBackward& args) {
   const RoutingShape& s = args.r.shape;
   if (s.T == 0) return;
   require_workspace(args.r, false, "unpermute backward");
+  // d_probs zeroed before the index, so that the index's kernels and the products run back to back.
+  if (args.probs) zero(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
   const Index ix = build_index(args.r, layout_of(s, false));
   if (!args.probs) return copy_token_rows(args.r, ix, args.d_out, args.d_permuted, CopyMode::kPlusZero);
-  zero(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
   if (s.N == 0 || s.H == 0) return;  // d_probs: the empty sums, +0
   if (!args.permuted) throw std::invalid_argument("unpermute backward with probs: no permuted rows");
   ProbsBackward p;
@@ -1100,6 +1176,7 @@ void launch_unpermute_backward(const UnpermuteBackward& args) {
   p.probs = static_cast<const float*>(args.probs);
   p.pos_token = ix.pos_token;
   p.pos_expert = ix.pos_expert;
+  p.slots = ix.slots;
   p.plan = args.plan;
   p.d_permuted = args.d_permuted;
   p.d_probs = static_cast<float*>(args.d_probs);
