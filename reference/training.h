@@ -1,0 +1,13 @@
+// The reference implementations of the training-step ops (spec OP-11, OP-12): each contract's exact
+// sequence of roundings. Inputs have passed the op's validate (ops/training.h).
+#pragma once
+
+#include <vector>
+
+#include "core/registry.h"
+
+namespace bitparity::ref {
+
+std::vector<ImplEntry> fanout_grad_impls();  // reference/fanout_grad.cpp
+
+}  // namespace bitparity::ref
