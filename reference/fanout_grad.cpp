@@ -20,7 +20,7 @@ TensorMap fanout_grad(const Case& c, const char* first, const char* last) {
 }
 
 TensorMap glm45(const Case& c, const ContractInfo&) { return fanout_grad(c, "g_shared", "g_router"); }
-TensorMap dsv4(const Case& c, const ContractInfo&) { return fanout_grad(c, "g_shared", "g_router"); }
+TensorMap dsv4(const Case& c, const ContractInfo&) { return fanout_grad(c, "g_router", "g_shared"); }
 
 }  // namespace
 

@@ -9,5 +9,6 @@
 namespace bitparity::ref {
 
 std::vector<ImplEntry> fanout_grad_impls();  // reference/fanout_grad.cpp
+std::vector<ImplEntry> adamw_step_impls();   // reference/adamw_step.cpp
 
 }  // namespace bitparity::ref
