@@ -10,5 +10,6 @@ namespace bitparity::ref {
 
 std::vector<ImplEntry> fanout_grad_impls();  // reference/fanout_grad.cpp
 std::vector<ImplEntry> adamw_step_impls();   // reference/adamw_step.cpp
+std::vector<ImplEntry> grad_finalize_impls();  // reference/grad_finalize.cpp
 
 }  // namespace bitparity::ref

@@ -13,8 +13,11 @@ against ref:<contract> and requires identical bits.
 - adamw_step, megatron_eager: one step of torch.optim.AdamW(fused=True), the optimizer Megatron
   builds when the precision-aware optimizer is off (spec OP-12), on one parameter whose state
   (exp_avg, exp_avg_sq and the fp32 step counter at step - 1) is set before the step.
+- grad_finalize, megatron_aligned and megatron_r013: finalize_model_grads after the gradient sync
+  (#5335: `scale_gradients(1.0 / dp_size)`; core_r0.13: `scale_gradients(1.0 / num_tokens)` with
+  num_tokens an int32 tensor, and get_updated_expert_bias without its all-reduce), on fp32 buffers.
 
-    python3 peers/torch/record_training.py OUT.jsonl [--ops fanout_grad,adamw_step] [--seed 1]
+    python3 peers/torch/record_training.py OUT.jsonl [--ops fanout_grad,adamw_step,grad_finalize] [--seed 1]
     python3 peers/torch/record_training.py --selftest             # the stdlib parts, no torch needed
 """
 import argparse
@@ -37,7 +40,8 @@ FANOUT_DTYPES = ("bf16", "bf16", "fp16", "fp32")
 def fanout_plan():
     """Configurations: every shape meets every value family; dtypes rotate (bf16 half the time)."""
     plan = []
-    for i, (shape, family) in enumerate((s, f) for s in FANOUT_SHAPES for f in FANOUT_FAMILIES):
+    grid = [(s, f) for _ in range(2) for s in FANOUT_SHAPES for f in FANOUT_FAMILIES]
+    for i, (shape, family) in enumerate(grid):
         plan.append({"index": i, "T": shape[0], "H": shape[1], "family": family,
                      "dt": FANOUT_DTYPES[(i + i // len(FANOUT_FAMILIES)) % len(FANOUT_DTYPES)]})
     return plan
@@ -155,8 +159,83 @@ def adamw_step_docs(p, seed, notes):
     return [("megatron_eager", "fwd", inputs, outputs)]
 
 
+FINALIZE_SOURCE = {"megatron_aligned": "Megatron-LM f5b5555ec6 (#5335) finalize_model_grads.py 293-361",
+                   "megatron_r013": "Megatron-LM 73a28a1078 (core_r0.13.0) finalize_model_grads.py 192-217, 334-361; "
+                                    "moe_utils.py 781-799"}
+FINALIZE_SIZES = [0, 1, 7, 64, 1000]
+FINALIZE_DP = [1, 2, 3, 6, 8, 96]
+FINALIZE_TOKENS = [None, 0, 1, 3, 98304, 16777217, 2 ** 31 - 1]
+
+
+def finalize_plan():
+    """Every dp_size meets every num_tokens; sizes, expert buffers and rates rotate."""
+    plan = []
+    grid = [(d, t) for _ in range(2) for d in FINALIZE_DP for t in FINALIZE_TOKENS]
+    for i, (dp, nt) in enumerate(grid):
+        attrs = {"dp_size": dp}
+        if nt is not None:
+            attrs["num_tokens"] = nt
+        experts = (0, 8, 128, 160)[i % 4]
+        if experts:
+            attrs["bias_update_rate"] = (1e-3, 0.0, -1e-3, 0.01)[(i // 4) % 4]
+        plan.append({"index": i, "n": FINALIZE_SIZES[i % len(FINALIZE_SIZES)], "E": experts,
+                     "L": 1 + i % 3, "equal_counts": i % 5 == 0, "attrs": attrs})
+    return plan
+
+
+def finalize_inputs(p, seed):
+    rng = rr.rng_for(seed, 303, p["index"])
+    x = {"main_grad": rr.on_device(rr.draw(rng, (p["n"],), "mixed"), "fp32")}
+    if p["E"]:
+        shape = (p["L"], p["E"])
+        counts = rr.np.full(shape, 37.0) if p["equal_counts"] else rng.integers(0, 2000, shape).astype(rr.np.float64)
+        x["tokens_per_expert"] = rr.on_device(counts, "fp32")
+        x["expert_bias"] = rr.on_device(rr.draw(rng, shape, "mixed"), "fp32")
+    return x
+
+
+def finalize_docs(p, seed, notes):
+    torch = rr.torch
+    x = finalize_inputs(p, seed)
+    a = p["attrs"]
+    inputs = {name: rr.tensor_json(t) for name, t in x.items()}
+    docs = []
+    # #5335, loss normalized in the graph: num_tokens dropped, 1 / dp_size after the sync.
+    g = x["main_grad"].clone()
+    if a["dp_size"] > 1:
+        g *= 1.0 / a["dp_size"]
+    outputs = {"main_grad": rr.tensor_json(g)}
+    if p["E"]:
+        outputs["tokens_per_expert"] = rr.tensor_json(x["tokens_per_expert"])
+        outputs["expert_bias"] = rr.tensor_json(x["expert_bias"])
+    docs.append(("megatron_aligned", "fwd", inputs, outputs))
+    # core_r0.13: the expert bias first (finalize_model_grads' order), then 1 / num_tokens.
+    outputs = {}
+    if p["E"]:
+        tokens_per_expert = x["tokens_per_expert"].clone()
+        expert_bias = x["expert_bias"].clone()
+        average_tokens = tokens_per_expert.sum(dim=-1, keepdim=True) / tokens_per_expert.shape[-1]
+        offset = average_tokens - tokens_per_expert
+        updated_expert_bias = expert_bias + torch.sign(offset) * a["bias_update_rate"]
+        tokens_per_expert.zero_()
+        expert_bias.copy_(updated_expert_bias)
+        outputs["tokens_per_expert"] = rr.tensor_json(tokens_per_expert)
+        outputs["expert_bias"] = rr.tensor_json(expert_bias)
+    g = x["main_grad"].clone()
+    if "num_tokens" in a:
+        num_tokens = torch.tensor(a["num_tokens"], dtype=torch.int, device=rr.DEVICE)
+        if num_tokens > 0:
+            scaling = 1.0 / num_tokens
+            rr.note(notes, "grad_finalize r0.13: 1.0 / num_tokens (int32) has dtype %s" % scaling.dtype, None)
+            g *= scaling
+    outputs["main_grad"] = rr.tensor_json(g)
+    docs.append(("megatron_r013", "fwd", inputs, outputs))
+    return docs
+
+
 RECORDERS = {"fanout_grad": (fanout_plan, fanout_docs, FANOUT_SOURCE),
-             "adamw_step": (adamw_plan, adamw_docs, ADAMW_SOURCE)}
+             "adamw_step": (adamw_plan, adamw_docs, ADAMW_SOURCE),
+             "grad_finalize": (finalize_plan, finalize_docs, FINALIZE_SOURCE)}
 
 
 def record(args):
@@ -172,7 +251,7 @@ def record(args):
                 for p in plan():
                     for contract, direction, inputs, outputs in docs_of(p, args.seed, notes):
                         prov = rr.provenance(contract, args.seed, p["index"])
-                        prov["source"] = source
+                        prov["source"] = source[contract] if isinstance(source, dict) else source
                         doc = rr.case_doc(op, direction, p.get("attrs", {}), inputs, outputs, prov)
                         f.write(json.dumps(doc) + "\n")
                         key = "%s %s %s" % (op, direction, contract)
@@ -197,17 +276,23 @@ def record(args):
 
 def selftest():
     plan = fanout_plan()
-    assert len(plan) == len(FANOUT_SHAPES) * len(FANOUT_FAMILIES)
+    assert len(plan) == 2 * len(FANOUT_SHAPES) * len(FANOUT_FAMILIES)
     assert {p["dt"] for p in plan} == {"bf16", "fp16", "fp32"}
     for family in FANOUT_FAMILIES:  # each family meets every dtype
         assert {p["dt"] for p in plan if p["family"] == family} == {"bf16", "fp16", "fp32"}, family
-    assert sum(p["T"] * p["H"] * 2 for p in plan) < 2e6  # the recording stays a few MB
+    assert sum(p["T"] * p["H"] * 2 for p in plan) < 4e6  # the recording stays a few MB
+    assert 2 * len(plan) >= 100 and len(adamw_plan()) >= 100 and 2 * len(finalize_plan()) >= 100  # peer_replay's floor
     ap = adamw_plan()
     assert {p["dt"] for p in ap} == {"fp32", "bf16", "fp16"} and {p["n"] for p in ap} >= set(ADAMW_SIZES)
     for step in ADAMW_STEPS:  # each step meets every dtype and both maximize values
         assert {p["dt"] for p in ap if p["attrs"]["step"] == step} == {"fp32", "bf16", "fp16"}, step
     assert {p["attrs"]["maximize"] for p in ap} == {False, True}
     assert {p["family"] for p in ap} == set(ADAMW_FAMILIES)
+    fp = finalize_plan()
+    assert len(fp) == 2 * len(FINALIZE_DP) * len(FINALIZE_TOKENS)
+    assert {p["E"] for p in fp} == {0, 8, 128, 160} and any(p["equal_counts"] and p["E"] for p in fp)
+    for dp in FINALIZE_DP:  # each dp_size meets runs with and without the expert buffers
+        assert {bool(p["E"]) for p in fp if p["attrs"]["dp_size"] == dp} == {False, True}, dp
     print("selftest passed")
     return 0
 
