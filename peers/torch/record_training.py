@@ -18,6 +18,7 @@ against ref:<contract> and requires identical bits.
   num_tokens an int32 tensor, and get_updated_expert_bias without its all-reduce), on fp32 buffers.
 
     python3 peers/torch/record_training.py OUT.jsonl [--ops fanout_grad,adamw_step,grad_finalize] [--seed 1]
+    python3 peers/torch/record_training.py --bench                # eager fused AdamW at 10^8 parameters
     python3 peers/torch/record_training.py --selftest             # the stdlib parts, no torch needed
 """
 import argparse
@@ -274,6 +275,45 @@ def record(args):
     return 0
 
 
+BENCH_PARAMS = 100_000_000  # the issue's AdamW benchmark size
+
+
+def bench(args):
+    """Eager AdamW(fused=True) on one fp32 parameter of 10^8 elements (28 bytes each: param, grad,
+    exp_avg, exp_avg_sq read, three written) and fanout_grad's glm45 order at 16384 x 4096 bf16,
+    beside a device-to-device copy of the same bytes, timed as record_routing.py times (CUDA events)."""
+    rr.load_torch()
+    torch = rr.torch
+    rows = []
+    n = BENCH_PARAMS
+    weight = torch.nn.Parameter(torch.randn(n, device=rr.DEVICE))
+    weight.grad = torch.randn(n, device=rr.DEVICE)
+    opt = torch.optim.AdamW([weight], lr=3e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.1, fused=True)
+    opt.step()  # creates the state
+    adamw_bytes = 28 * n
+    src = torch.empty(adamw_bytes // 2, dtype=torch.uint8, device=rr.DEVICE)
+    dst = torch.empty_like(src)
+    rows.append(("d2d copy of AdamW's bytes (read+write)", rr.timed_us(lambda: dst.copy_(src)), adamw_bytes))
+    rows.append(("AdamW(fused=True).step(), fp32", rr.timed_us(opt.step), adamw_bytes))
+    del src, dst, opt, weight
+    torch.cuda.empty_cache()
+    T, H = 16384, 4096
+    g = [torch.randn(T, H, device=rr.DEVICE).to(torch.bfloat16) for _ in FANOUT_INPUTS]
+    fan_bytes = 4 * T * H * 2
+    src = torch.empty(fan_bytes // 2, dtype=torch.uint8, device=rr.DEVICE)
+    dst = torch.empty_like(src)
+    rows.append(("d2d copy of fanout_grad's bytes", rr.timed_us(lambda: dst.copy_(src)), fan_bytes))
+    rows.append(("fanout_grad glm45 ((d + s) + r), bf16", rr.timed_us(lambda: (g[1] + g[2]) + g[0]), fan_bytes))
+    print("eager torch %s on %s" % (torch.__version__, rr.device_name()))
+    print("%-44s %10s %9s %8s %8s" % ("op", "us", "MB", "GB/s", "% copy"))
+    copy = None
+    for name, us, b in rows:
+        gbs = b / us / 1e3
+        copy = gbs if name.startswith("d2d") else copy
+        print("%-44s %10.1f %9.1f %8.1f %7.1f%%" % (name, us, b / 1e6, gbs, 100 * gbs / copy))
+    return 0
+
+
 def selftest():
     plan = fanout_plan()
     assert len(plan) == 2 * len(FANOUT_SHAPES) * len(FANOUT_FAMILIES)
@@ -303,9 +343,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--ops", default=",".join(RECORDERS), help="comma-separated ops to record (default: all)")
     ap.add_argument("--selftest", action="store_true", help="test the stdlib parts (no torch)")
+    ap.add_argument("--bench", action="store_true", help="print eager timings; writes no file")
     args = ap.parse_args()
     if args.selftest:
         return selftest()
+    if args.bench:
+        return bench(args)
     if not args.out:
         ap.error("give OUT.jsonl, or --selftest")
     return record(args)
