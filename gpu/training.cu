@@ -1,14 +1,20 @@
 // The training-step kernels (spec OP-11, OP-12): fanout_grad, the sum of the gradients of the MoE
-// input's three clones, and adamw_step, one step of PyTorch 2.11's fused AdamW.
+// input's three clones; adamw_step, one step of PyTorch 2.11's fused AdamW; and grad_finalize,
+// Megatron's finalize_model_grads after the gradient sync (main_grad scaled, the routers' expert
+// bias stepped).
 //
-// Both are flat streaming kernels: a grid-stride loop over 16-byte packets of every tensor (8 bf16
-// or fp16 elements, 4 fp32), kIlp packets a group whose loads are issued before the previous
-// group's arithmetic (pipelined_grid_stride), then the last n % packet elements one per thread.
-// Where a tensor's address is not 16-byte aligned the same kernel walks single elements. Indices
-// are 32-bit within a chunk of at most kChunkElements elements; larger tensors take several
-// launches. Bytes per element (each input read once, each output written once): fanout_grad 4 x
-// the element size (3 read, 1 written), adamw_step 7 x (4 read, 3 written: 28 for fp32, 14 for
-// bf16 and fp16).
+// fanout_grad, adamw_step and grad_finalize's main_grad scaling are flat streaming kernels: a
+// grid-stride loop over 16-byte packets of every tensor (8 bf16 or fp16 elements, 4 fp32), kIlp
+// packets a group whose loads are issued before the previous group's arithmetic
+// (pipelined_grid_stride), then the last n % packet elements one per thread. Where a tensor's
+// address is not 16-byte aligned the same kernel walks single elements. Indices are 32-bit within
+// a chunk of at most kChunkElements elements; larger tensors take several launches. Bytes per
+// element (each input read once, each output written once): fanout_grad 4 x the element size (3
+// read, 1 written), adamw_step 7 x (4 read, 3 written: 28 for fp32, 14 for bf16 and fp16),
+// grad_finalize's main_grad 8 (fp32, 4 read, 4 written; a cudaMemcpyAsync where it is not scaled).
+// grad_finalize's expert-bias step is one warp a layer (a few thousand cells in all), 16 bytes a
+// [layer, expert] cell (counts and bias read, both written; the counts' second read hits cache),
+// or two cudaMemcpyAsync where the contract leaves the buffers as they were.
 //
 // Every rounding is an explicit __f*_rn intrinsic, so that nvcc's contraction (--fmad=true) cannot
 // fuse anything the contracts round twice; the results' NaNs are those of the fp32 unit
@@ -39,13 +45,16 @@ constexpr int64_t kChunkElements = int64_t{1} << 30;
 // The ILP each kernel ships with where the caller asks for the default (kIlpDefault). Chosen by
 // counting, not yet measured (bench/NOTES.md is where the measurement goes): one group of packets
 // in flight besides the one being computed already keeps 48 (fanout) and 64 (adamw) bytes a thread
-// loading at 4 blocks of 256 threads a multiprocessor.
+// loading at 4 blocks of 256 threads a multiprocessor. grad_finalize reads one tensor: ILP 4 keeps
+// its 64 bytes a thread loading at the same 4 blocks, where ILP 1 would keep 16.
 constexpr int kFanoutDefaultIlp = 1;
 constexpr int kAdamwDefaultIlp = 1;
+constexpr int kGradScaleDefaultIlp = 4;
 
-// 16-byte packets an item loads: fanout reads three tensors, adamw four.
+// 16-byte packets an item loads: fanout reads three tensors, adamw four, grad_finalize one.
 constexpr int kFanoutLoads = 3;
 constexpr int kAdamwLoads = 4;
+constexpr int kGradScaleLoads = 1;
 
 // Blocks of adamw_step_kernel resident per multiprocessor, the register cap being 65536 / (256 n).
 // At ILP 4 the two groups in flight (the one computed and the next one loading) hold 32 packets,
@@ -326,6 +335,136 @@ struct AdamwLaunch {
   }
 };
 
+// --- grad_finalize --------------------------------------------------------------------------
+
+struct GradScaleChunk {
+  Extent extent;
+  float scale;
+  const void* grad;  // at the chunk's first element
+  void* out;
+};
+
+// main_grad * scale: one fp32 product an element (`grad_data *= scale` in fp32).
+template <class Act, int kN, int kIlp>
+__global__ void __launch_bounds__(kThreads, blocks_per_sm(kGradScaleLoads, kIlp)) grad_scale_kernel(GradScaleChunk p) {
+  using S = typename Act::Storage;
+  const S* grad = static_cast<const S*>(p.grad);
+  S* out = static_cast<S*>(p.out);
+  const float scale = p.scale;
+  const uint32_t items = p.extent.items;
+  const uint32_t stride = gridDim.x * blockDim.x;
+  const uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
+
+  struct Group {
+    Chunk<Act, kN> g[kIlp];
+  };
+  auto load = [&](Group& q, uint32_t k0) {
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const uint32_t k = k0 + u * stride;
+      if (k >= items) break;
+      q.g[u] = load_raw<Act, kN>(grad + int64_t{k} * kN);
+    }
+  };
+  auto compute = [&](const Group& q, uint32_t k0) {
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const uint32_t k = k0 + u * stride;
+      if (k >= items) break;
+      float o[kN];
+#pragma unroll
+      for (int i = 0; i < kN; ++i) o[i] = __fmul_rn(Act::load(q.g[u].e[i]), scale);
+      store_chunk<Act, kN>(out + int64_t{k} * kN, o);
+    }
+  };
+  pipelined_grid_stride<Group>(thread, items, stride * kIlp, load, compute);
+
+  if (thread < p.extent.tail) {  // the elements after the last whole packet
+    const int64_t i = int64_t{items} * kN + thread;
+    out[i] = Act::store(__fmul_rn(Act::load(grad[i]), scale));
+  }
+}
+
+template <class Act, int kIlp, int kN>
+void launch_grad_scale_as(const GradFinalize& args) {
+  const int64_t size = sizeof(typename Act::Storage);
+  launch_flat_chunks<grad_scale_kernel<Act, kN, kIlp>, kN>(args.n, args.stream, "grad_finalize",
+                                                           [&](int64_t first, Extent e) {
+                                                             const int64_t at = first * size;
+                                                             return GradScaleChunk{e, args.scale,
+                                                                                   advanced(args.main_grad, at),
+                                                                                   advanced(args.main_grad_out, at)};
+                                                           });
+}
+
+template <class Act, int kIlp>
+struct GradScaleLaunch {
+  static void run(const GradFinalize& args) {
+    if (aligned_to_packet(args.main_grad) && aligned_to_packet(args.main_grad_out))
+      return launch_grad_scale_as<Act, kIlp, kPacket<Act>>(args);
+    launch_grad_scale_as<Act, kIlp, 1>(args);
+  }
+};
+
+constexpr int kWarp = 32;
+constexpr int kLayersPerBlock = kThreads / kWarp;  // one warp a layer
+
+struct ExpertBiasStep {
+  int64_t layers, experts;
+  float inv_experts, rate;
+  const float* counts;  // [layers, experts]
+  const float* bias;
+  float* counts_out;
+  float* bias_out;
+};
+
+// core_r0.13's get_updated_expert_bias and the counts' zero_(), one warp a layer, the warps
+// walking layers w, w + W, ... : the lanes' strided partial sums, then a butterfly across the
+// warp (whole counts below 2^24: every partial sum exact, so the order is free), then each lane's
+// experts stepped by sign(average - count) * rate.
+__global__ void __launch_bounds__(kThreads) expert_bias_kernel(ExpertBiasStep p) {
+  const int64_t E = p.experts;
+  const int64_t lane = threadIdx.x % kWarp;
+  const int64_t warps = int64_t{gridDim.x} * kLayersPerBlock;
+  for (int64_t l = int64_t{blockIdx.x} * kLayersPerBlock + threadIdx.x / kWarp; l < p.layers; l += warps) {
+    const int64_t row = l * E;
+    float sum = 0.0f;
+    for (int64_t e = lane; e < E; e += kWarp) sum = __fadd_rn(sum, p.counts[row + e]);
+#pragma unroll
+    for (int offset = kWarp / 2; offset > 0; offset /= 2)
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, offset));
+    const float average = __fmul_rn(sum, p.inv_experts);
+    for (int64_t e = lane; e < E; e += kWarp) {
+      const float offset = __fsub_rn(average, p.counts[row + e]);
+      const float sign = static_cast<float>((0.0f < offset) - (offset < 0.0f));  // torch.sign: -1, +0 or +1
+      p.bias_out[row + e] = __fadd_rn(p.bias[row + e], __fmul_rn(sign, p.rate));
+      p.counts_out[row + e] = 0.0f;
+    }
+  }
+}
+
+void launch_expert_bias_step(const GradFinalize& args) {
+  ExpertBiasStep p;
+  p.layers = args.layers;
+  p.experts = args.experts;
+  p.inv_experts = args.inv_experts;
+  p.rate = args.rate;
+  p.counts = static_cast<const float*>(args.tokens_per_expert);
+  p.bias = static_cast<const float*>(args.expert_bias);
+  p.counts_out = static_cast<float*>(args.tokens_per_expert_out);
+  p.bias_out = static_cast<float*>(args.expert_bias_out);
+  const unsigned grid = row_team_grid<expert_bias_kernel>(args.layers, kLayersPerBlock, 0);
+  expert_bias_kernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(p);
+  check_launch("grad_finalize: expert bias", args.stream);
+}
+
+// A bit copy of `bytes` bytes, device to device, on the stream.
+void copy_bits(void* to, const void* from, int64_t bytes, void* stream, const char* what) {
+  check_cuda(cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice,
+                             static_cast<cudaStream_t>(stream)),
+             what);
+}
+
 }  // namespace
 
 void launch_fanout_grad(const FanoutGrad& args) {
@@ -336,6 +475,22 @@ void launch_fanout_grad(const FanoutGrad& args) {
 void launch_adamw_step(const AdamwStep& args) {
   if (args.n == 0) return;
   dispatch_dtype<AdamwLaunch>(args, kAdamwDefaultIlp, "adamw_step");
+}
+
+void launch_grad_finalize(const GradFinalize& args) {
+  constexpr int64_t kF32 = sizeof(float);
+  if (args.n > 0) {
+    if (args.scaled)
+      dispatch_ilp<GradScaleLaunch, FP32>(args, kGradScaleDefaultIlp);
+    else
+      copy_bits(args.main_grad_out, args.main_grad, args.n * kF32, args.stream, "grad_finalize: main_grad copy");
+  }
+  const int64_t cells = args.layers * args.experts;
+  if (cells == 0) return;
+  if (args.update_bias) return launch_expert_bias_step(args);
+  copy_bits(args.tokens_per_expert_out, args.tokens_per_expert, cells * kF32, args.stream,
+            "grad_finalize: tokens_per_expert copy");
+  copy_bits(args.expert_bias_out, args.expert_bias, cells * kF32, args.stream, "grad_finalize: expert_bias copy");
 }
 
 }  // namespace bitparity::gpu

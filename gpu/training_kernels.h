@@ -1,13 +1,16 @@
 // Launchers of the training-step kernels (spec OP-11, OP-12): the sum of the gradients of the MoE
-// input's three clones (fanout_grad) and one step of PyTorch's fused AdamW (adamw_step), both in
-// gpu/training.cu. The kernel records (gpu/training_records.cpp) bind them. No CUDA types here, so
-// that host code compiled by g++ can call them, and nothing of C++20, which nvcc compiles as C++17.
+// input's three clones (fanout_grad), one step of PyTorch's fused AdamW (adamw_step) and Megatron's
+// finalize_model_grads after the gradient sync (grad_finalize), all in gpu/training.cu. The kernel
+// records (gpu/training_records.cpp) bind them. No CUDA types here, so that host code compiled by
+// g++ can call them, and nothing of C++20, which nvcc compiles as C++17.
 //
-// Both ops are elementwise over flat, contiguous tensors of one dtype (bf16, fp16 or fp32), every
-// pointer device memory. A launcher returns without a launch for zero elements, checks its
-// launches (runtime.h: check_launch) and throws gpu::CudaError on failure; it never validates a
-// case (the op's validate has), and it writes every element of its outputs. Streams are
-// cudaStream_t values passed as void*; nullptr is the default stream.
+// fanout_grad and adamw_step are elementwise over flat, contiguous tensors of one dtype (bf16, fp16
+// or fp32); grad_finalize is elementwise over an fp32 buffer, plus a per-layer step over the
+// routers' fp32 [layers, experts] buffers. Every pointer is device memory. A launcher launches
+// nothing for zero elements, checks its launches and copies (runtime.h: check_launch, check_cuda)
+// and throws gpu::CudaError on failure; it never validates a case (the op's validate has), and it
+// writes every element of its outputs. Streams are cudaStream_t values passed as void*; nullptr is
+// the default stream.
 #pragma once
 
 #include <cstdint>
@@ -60,5 +63,32 @@ struct AdamwStep {
   void* stream = nullptr;
 };
 void launch_adamw_step(const AdamwStep& args);
+
+// grad_finalize (spec OP-12), every tensor fp32. main_grad: where `scaled`, each element times
+// `scale`, one fp32 product (a NaN as the fp32 unit writes it, 0x7FFFFFFF); else copied bit for
+// bit (NaN payloads kept). The routers' buffers, where the case has them (layers > 0): without
+// `update_bias` both copied bit for bit (megatron_aligned); with it (megatron_r013) per layer l
+//   sum = the fp32 sum of the layer's counts (whole counts summing below 2^24: exact in any order),
+//   average = sum * inv_experts, offset = average - count, sign = (0 < offset) - (offset < 0),
+//   bias' = bias + sign * rate (each operation rounded once in fp32), and the counts zeroed (+0).
+// The outputs are separate tensors (nothing in place).
+struct GradFinalize {
+  int64_t n = 0;                      // main_grad's elements
+  const void* main_grad = nullptr;    // [n]
+  void* main_grad_out = nullptr;      // [n]
+  bool scaled = false;                // false: main_grad_out is a bit copy of main_grad
+  float scale = 1;                    // the contract's fp32 factor: f32(1 / dp_size) or 1 / f32(num_tokens)
+  int64_t layers = 0, experts = 0;    // the routers' buffers' shape; layers = 0: none (pointers null)
+  const void* tokens_per_expert = nullptr;  // [layers, experts]
+  const void* expert_bias = nullptr;        // [layers, experts]
+  void* tokens_per_expert_out = nullptr;    // [layers, experts]
+  void* expert_bias_out = nullptr;          // [layers, experts]
+  bool update_bias = false;           // false: both buffers copied bit for bit; true: r0.13's step
+  float inv_experts = 1;              // 1 / f32(experts), rounded once in fp32
+  float rate = 0;                     // f32(bias_update_rate)
+  int ilp = kIlpDefault;  // kIlpDefault: the kernel's own; or 1, 2, 4 packets loaded together (same bits)
+  void* stream = nullptr;
+};
+void launch_grad_finalize(const GradFinalize& args);
 
 }  // namespace bitparity::gpu
