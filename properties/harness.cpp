@@ -1,8 +1,11 @@
 #include "properties/harness.h"
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
+#include <string>
 
 #include <rapidcheck.h>
 
@@ -102,6 +105,31 @@ struct Subject {
   std::optional<corpus::BackendPair> pair;
 };
 thread_local std::optional<Subject> g_current, g_last_failed;
+
+// The shrink bound of the property being checked: when it first failed, the runs since, and
+// whether the bound cut shrinking short.
+using Clock = std::chrono::steady_clock;
+struct ShrinkBound {
+  std::optional<Clock::time_point> first_failure;
+  int runs_since = 0;
+  bool cut = false;
+};
+thread_local ShrinkBound g_shrink;
+
+double shrink_seconds() {
+  const char* v = std::getenv("BITPARITY_SHRINK_SECONDS");
+  if (!v) return kShrinkSeconds;
+  try {
+    return std::stod(v);
+  } catch (const std::exception&) {
+    throw std::invalid_argument(std::string("BITPARITY_SHRINK_SECONDS must be a number of seconds; got '") + v + "'");
+  }
+}
+
+bool fresh_seed() {
+  const char* fresh = std::getenv("BITPARITY_FRESH_SEED");
+  return deep_run() || (fresh != nullptr && std::string(fresh) == "1");
+}
 }  // namespace
 
 bool deep_run() {
@@ -111,7 +139,16 @@ bool deep_run() {
 
 rc::detail::TestParams property_params() {
   rc::detail::TestParams params = rc::detail::configuration().testParams;
-  if (std::getenv("RC_PARAMS") == nullptr) params.maxSuccess = deep_run() ? kDeepCases : kQuickCases;
+  if (std::getenv("RC_PARAMS") != nullptr) return params;
+  params.maxSuccess = deep_run() ? kDeepCases : kQuickCases;
+  if (!fresh_seed()) {
+    // A seed of the test's own: the same cases on every run and every machine (CI reproduces).
+    const auto* test = testing::UnitTest::GetInstance()->current_test_info();
+    const std::string id = test ? std::string(test->test_suite_name()) + "/" + test->name() : "";
+    uint64_t h = 1469598103934665603ull;  // FNV-1a: std::hash differs between standard libraries
+    for (unsigned char ch : id) h = (h ^ ch) * 1099511628211ull;
+    params.seed = h;
+  }
   return params;
 }
 
@@ -123,17 +160,37 @@ void reproduce_with(const Case& c, const std::string& kind, const std::optional<
 
 namespace detail {
 
+void begin_property() { g_shrink = ShrinkBound{}; }
+
 void run_recording_failure(const std::function<void()>& property) {
+  if (g_shrink.first_failure) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - *g_shrink.first_failure).count();
+    if (g_shrink.cut || ++g_shrink.runs_since > kShrinkRuns || seconds > shrink_seconds()) {
+      g_shrink.cut = true;
+      return;  // a passing run: RapidCheck keeps the smallest failure found so far
+    }
+  }
+  auto failed = [] {
+    g_last_failed = g_current;
+    if (!g_shrink.first_failure) g_shrink.first_failure = Clock::now();
+  };
   g_current.reset();
   try {
     property();
   } catch (const rc::detail::CaseResult& result) {
-    if (result.type == rc::detail::CaseResult::Type::Failure) g_last_failed = g_current;
+    if (result.type == rc::detail::CaseResult::Type::Failure) failed();
     throw;
   } catch (...) {
-    g_last_failed = g_current;
+    failed();
     throw;
   }
+}
+
+std::string shrink_cut_note() {
+  if (!g_shrink.cut) return "";
+  return "Shrinking stopped at its bound (" + std::to_string(kShrinkRuns) + " runs or " +
+         std::to_string(static_cast<int>(shrink_seconds())) +
+         " s, BITPARITY_SHRINK_SECONDS): the case above may not be minimal.\n";
 }
 
 std::string last_failure_reproducer(const std::string& message) {

@@ -72,10 +72,18 @@ std::optional<std::string> difference(const Outcome& a, const Outcome& b, const 
 // Bit identity of two tensors: dtype, shape and every bit pattern.
 bool bit_identical(const Tensor& a, const Tensor& b);
 
-// How hard the suites look. The cpu label runs a few cases per registry target; the slow label
-// runs the same executables with BITPARITY_DEEP=1 (many more). RC_PARAMS, when set, wins.
+// How hard the suites look. The cpu label runs a few cases per registry target with a seed fixed
+// per test (CI's runs are reproducible); the slow label runs the same executables with
+// BITPARITY_DEEP=1 (many more cases, a fresh seed each run, printed). BITPARITY_FRESH_SEED=1 draws
+// a fresh seed in a quick run too. RC_PARAMS, when set, wins.
 bool deep_run();
 rc::detail::TestParams property_params();
+
+// Shrinking is bounded: once a property has failed, its shrinking stops after kShrinkSeconds (or
+// BITPARITY_SHRINK_SECONDS) or kShrinkRuns runs, whichever comes first, and the smallest case
+// found so far is reported, marked as possibly not minimal.
+inline constexpr double kShrinkSeconds = 60;
+inline constexpr int kShrinkRuns = 5000;
 
 // Names the case the current property run is about: when the run fails, check_property writes
 // it as a reproducer (corpus/reproducer.h) of finding `kind`, with `pair` when two
@@ -83,8 +91,13 @@ rc::detail::TestParams property_params();
 void reproduce_with(const Case& c, const std::string& kind, const std::optional<corpus::BackendPair>& pair = {});
 
 namespace detail {
-// Runs `property` once, remembering the case it named (reproduce_with) when it fails.
+// Starts the shrink bound's clock afresh for one property check.
+void begin_property();
+// Runs `property` once, remembering the case it named (reproduce_with) when it fails. Past the
+// shrink bound it returns without running it, so that RapidCheck's shrinking ends.
 void run_recording_failure(const std::function<void()>& property);
+// "" when shrinking ran to its end; otherwise a line saying where the bound stopped it.
+std::string shrink_cut_note();
 // The reproducer line of the last failing run, or "" when it named no case.
 std::string last_failure_reproducer(const std::string& message);
 }  // namespace detail
@@ -99,8 +112,10 @@ void check_property(Property&& property) {
   metadata.id = std::string(test->test_suite_name()) + "/" + test->name();
   metadata.description = test->name();
   const std::function<void()> body = std::forward<Property>(property);
+  detail::begin_property();
+  const rc::detail::TestParams params = property_params();
   const auto result = rc::detail::checkProperty(
-      rc::detail::toProperty([&body] { detail::run_recording_failure(body); }), metadata, property_params());
+      rc::detail::toProperty([&body] { detail::run_recording_failure(body); }), metadata, params);
   if (result.template is<rc::detail::SuccessResult>()) {
     if (!result.template get<rc::detail::SuccessResult>().distribution.empty()) {
       rc::detail::printResultMessage(result, std::cout);
@@ -109,8 +124,7 @@ void check_property(Property&& property) {
   } else {
     std::ostringstream message;
     rc::detail::printResultMessage(result, message);
-    const rc::detail::TestParams params = property_params();
-    FAIL() << message.str() << "\n"
+    FAIL() << message.str() << "\n" << detail::shrink_cut_note()
            << detail::last_failure_reproducer(message.str()) << "To rerun the property: RC_PARAMS=\"seed="
            << params.seed << " max_success=" << params.maxSuccess << "\" <this test binary> --gtest_filter='"
            << test->test_suite_name() << "." << test->name() << "'";
