@@ -212,17 +212,20 @@ class Campaign {
     ++counts.new_findings[result.kind];
   }
 
-  // Shrinks while the kind and output still show for this pair; returns the case and its result.
+  // Shrinks while the finding keeps its signature (kind, output and the op's shape and value
+  // classes: a NaN clamp's finding does not become a clamp = -1 one); returns the case and its result.
   std::pair<Case, DiffResult> shrink(const OpInfo& op, const BackendPair& pair, const Case& c, const DiffResult& r) {
+    const std::string signature = corpus::finding_signature(op, c, pair, r);
     const fuzz::StillFails still_fails = [&](const Case& candidate) {
       const DiffResult d = corpus::diff_case(registry_, candidate, pair, compare_options());
-      return d.verdict == DiffVerdict::kFinding && d.kind == r.kind && d.output == r.output;
+      return d.verdict == DiffVerdict::kFinding && corpus::finding_signature(op, candidate, pair, d) == signature;
     };
     const fuzz::ShrinkOptions shrink_options{options_.max_shrink_calls, [this] { return interrupted(); }};
     Case smallest = fuzz::shrink_case(op, c, still_fails, shrink_options).smallest;
     DiffResult result = corpus::diff_case(registry_, smallest, pair, compare_options());
     // A backend that does not reproduce its own result (nondeterminism) keeps the original case.
-    if (result.verdict != DiffVerdict::kFinding || result.kind != r.kind || result.output != r.output) return {c, r};
+    if (result.verdict != DiffVerdict::kFinding || corpus::finding_signature(op, smallest, pair, result) != signature)
+      return {c, r};
     return {std::move(smallest), std::move(result)};
   }
 
