@@ -29,7 +29,9 @@ using corpus::DiffResult;
 using corpus::DiffVerdict;
 
 constexpr std::string_view kGenerationFailed = "generation_failed";
-constexpr std::string_view kBackendError = "backend_error";
+// A backend that cannot be used at all (an unknown name: the command line's error), not one that
+// failed on a case: that is a kBackendError finding.
+constexpr std::string_view kBackendUnusable = "backend_unusable";
 
 struct Target {
   const OpInfo* op = nullptr;
@@ -99,8 +101,8 @@ void fill_run_info(reports::RunInfo& run, const CampaignOptions& options, const 
   run.pairs.assign(pairs.begin(), pairs.end());
 }
 
-// What one backend did with the current case; nullopt when it threw something other than a
-// RejectError (a backend bug), which skips every pair that involves it.
+// What one backend did with the current case (a failure of the backend itself is an outcome of class
+// backend_error, which makes a finding); nullopt when the backend cannot be used at all.
 using SideOutcome = std::optional<Outcome>;
 
 class Campaign {
@@ -158,7 +160,7 @@ class Campaign {
       const SideOutcome& a = side(sides, pair.a, *c);
       const SideOutcome& b = side(sides, pair.b, *c);
       if (!a || !b) {
-        ++counts.skips[std::string(kBackendError)];
+        ++counts.skips[std::string(kBackendUnusable)];
         continue;
       }
       const DiffResult r = corpus::classify(*c, pair, *a, *b, compare_options());
@@ -180,7 +182,7 @@ class Campaign {
     if (it != sides.end()) return it->second;
     SideOutcome result;
     try {
-      result = run_outcome(registry_, backend, c);
+      result = corpus::run_side(registry_, backend, c);
     } catch (const std::exception& e) {
       warn_once(backend, e.what());
     }

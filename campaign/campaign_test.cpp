@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
@@ -139,6 +140,37 @@ TEST_F(CampaignTest, WritesOneShrunkEntryPerSignatureThatReplays) {
   const reports::PairCounts& counts = report.counts.at(0);
   EXPECT_GT(counts.agreements, 0);
   EXPECT_EQ(counts.cases, counts.agreements + counts.mismatches.at("bit_mismatch"));
+  fs::remove_all(dir);
+}
+
+// A backend that throws on a case (as a launcher whose launch fails does) is a finding of kind
+// backend_error, shrunk and written like any other and replayed as still failing, never a skip.
+TEST_F(CampaignTest, ABackendThatThrowsIsAFindingNotASkip) {
+  Registry r = testing::make_fake_registry();
+  r.add_impl("toy", "fake_gpu", "strict", [&r](const Case& c, const ContractInfo&) -> TensorMap {
+    const Tensor& x = *c.input("x");
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (x.f32(i) == 3.0f) throw std::runtime_error("simulated launch failure: an illegal address");
+    return run_impl(r, "ref:strict", c);
+  });
+  const fs::path dir = fresh_dir("backend_error");
+  CampaignOptions o = options(dir);
+  o.pairs = {{"fake_gpu:strict", "ref:strict"}};
+  const reports::Report report = run_campaign(r, o);
+  ASSERT_FALSE(report.findings.empty());
+  for (const reports::FindingRecord& f : report.findings) {
+    EXPECT_EQ(f.kind, "backend_error");
+    EXPECT_EQ(f.output, "error:a");
+    EXPECT_NE(f.message.find("simulated launch failure"), std::string::npos) << f.message;
+    const corpus::Entry entry = corpus::load_entry(f.file, r);
+    EXPECT_EQ(entry.c.input("x")->dim(1), 1) << f.file;  // shrunk to the 3.0's column
+    const corpus::ReplayResult replayed = corpus::replay_entry(r, entry);
+    EXPECT_EQ(replayed.status, corpus::ReplayStatus::kPass);
+    EXPECT_NE(replayed.summary.find("still reproduces"), std::string::npos) << replayed.summary;
+  }
+  const reports::PairCounts& counts = report.counts.at(0);
+  EXPECT_TRUE(counts.skips.empty()) << "a backend's failure was counted as a skip";
+  EXPECT_GT(counts.mismatches.at("backend_error"), 0);
   fs::remove_all(dir);
 }
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "core/error.h"
 
@@ -20,6 +23,7 @@ std::string hex_bits(DType dtype, uint64_t bits) {
 
 std::string describe_side(const std::string& name, const Outcome& side) {
   if (!side.rejected()) return name + " returned outputs";
+  if (side.reject_class == kBackendError) return name + " failed: " + side.message;
   return name + " rejected (" + side.reject_class + "): " + side.message;
 }
 
@@ -48,7 +52,20 @@ bool BackendPair::same_contract() const {
 }
 
 bool is_differential_kind(std::string_view kind) {
-  return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch;
+  return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch || kind == kBackendError;
+}
+
+Outcome run_side(const Registry& registry, const std::string& backend, const Case& c) {
+  // A backend that cannot be used at all: run_outcome throws the registry's own message for it.
+  const BackendKind* info = registry.backend(split_backend_name(backend).first);
+  const bool usable = info && registry.impl(c.op, backend) &&
+                      !(info->unavailable_reason && info->unavailable_reason().has_value());
+  if (!usable) return run_outcome(registry, backend, c);
+  try {
+    return run_outcome(registry, backend, c);
+  } catch (const std::exception& e) {
+    return Outcome{std::nullopt, std::string(kBackendError), e.what()};
+  }
 }
 
 std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only) {
@@ -96,6 +113,17 @@ std::string case_title(const Case& c) { return c.op + " " + std::string(directio
 DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                     const CompareOptions& options) {
   DiffResult r;
+  const bool a_failed = a.rejected() && a.reject_class == kBackendError;
+  const bool b_failed = b.rejected() && b.reject_class == kBackendError;
+  if (a_failed || b_failed) {
+    r.verdict = DiffVerdict::kFinding;
+    r.kind = kBackendError;
+    // Which side failed separates the findings: "error:a", "error:b" or "error:both".
+    r.output = std::string("error:") + (a_failed && b_failed ? "both" : a_failed ? "a" : "b");
+    r.message = case_title(c) + " " + pair.name() + ": backend error\n" + describe_side(pair.a, a) + "\n" +
+                describe_side(pair.b, b);
+    return r;
+  }
   if ((a.rejected() && a.reject_class == kUnmodelled) || (b.rejected() && b.reject_class == kUnmodelled)) {
     r.verdict = DiffVerdict::kSkip;
     r.kind = kUnmodelled;
@@ -118,7 +146,7 @@ DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, co
 }
 
 DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair, const CompareOptions& options) {
-  return classify(c, pair, run_outcome(registry, pair.a, c), run_outcome(registry, pair.b, c), options);
+  return classify(c, pair, run_side(registry, pair.a, c), run_side(registry, pair.b, c), options);
 }
 
 std::string finding_signature(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result) {

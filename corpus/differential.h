@@ -20,7 +20,10 @@ namespace bitparity::corpus {
 inline constexpr std::string_view kBitMismatch = "bit_mismatch";
 inline constexpr std::string_view kShapeMismatch = "shape_mismatch";
 inline constexpr std::string_view kErrorMismatch = "error_mismatch";
-// Whether `kind` is one of the three above: the kinds a differential run, and so a corpus entry,
+// A backend failed with something other than a rejection (a launch error, a device fault, an
+// exception of its own): a finding, shrunk and kept like the others, never a skip.
+inline constexpr std::string_view kBackendError = "backend_error";
+// Whether `kind` is one of the four above: the kinds a differential run, and so a corpus entry,
 // records. Other harnesses report other kinds (nondeterminism, invariance_violation).
 bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
@@ -62,7 +65,12 @@ struct DiffResult {
 // reject differently: error_mismatch. Otherwise compare_outputs decides.
 DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                     const CompareOptions& options = {});
-// Runs both sides (run_outcome) and classifies; errors other than RejectError propagate.
+// One side of a differential run: run_outcome, except that an exception of the implementation
+// itself (anything but a RejectError) becomes an outcome whose reject_class is kBackendError and
+// whose message is the exception's text. A backend that is unknown, cannot run here or does not
+// implement the op is the caller's error and throws std::runtime_error.
+Outcome run_side(const Registry& registry, const std::string& backend, const Case& c);
+// Runs both sides (run_side) and classifies: a side's backend error is a kBackendError finding.
 DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair,
                      const CompareOptions& options = {});
 

@@ -46,8 +46,9 @@ void read_finding(const json& doc, Entry& entry) {
   const json& finding = require_object(doc, "finding", "");
   entry.pair = read_pair(finding);
   entry.kind = get_string(finding, "kind", "finding");
-  if (entry.kind != kBitMismatch && entry.kind != kShapeMismatch && entry.kind != kErrorMismatch)
-    throw ParseError("finding.kind", "expected bit_mismatch, shape_mismatch or error_mismatch, got " + excerpt(entry.kind));
+  if (!is_differential_kind(entry.kind))
+    throw ParseError("finding.kind",
+                     "expected bit_mismatch, shape_mismatch, error_mismatch or backend_error, got " + excerpt(entry.kind));
   entry.output = get_string(finding, "output", "finding");
   entry.signature = get_string(finding, "signature", "finding");
   if (finding.contains("strict_nan")) entry.strict_nan = get_bool(finding, "strict_nan", "finding");
