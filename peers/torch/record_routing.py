@@ -821,6 +821,10 @@ def bench(args):
         dst = torch.empty_like(src)
         copy_us = timed_us(lambda: dst.copy_(src))
         rows.append(("d2d copy of the same bytes (read+write)", E, copy_us, 2 * spread))
+        # The memory's own ceilings for the permute's mix (8 bytes written per byte read): write-only
+        # and read-only streams of the same bytes.
+        rows.append(("write-only stream (fill_) of those bytes", E, timed_us(lambda: dst.fill_(0)), spread))
+        rows.append(("read-only stream (amax) of those bytes", E, timed_us(lambda: src.amax()), spread))
 
         Xg = X.clone().requires_grad_(True)
         Y, _, _ = permute_aligned(Xg, m)
