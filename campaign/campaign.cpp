@@ -200,7 +200,10 @@ class Campaign {
     reports::PairCounts& counts = counts_for(target, pair);
     ++counts.mismatches[r.kind];
     const OpInfo& op = *target.op;
-    if (++raw_shrinks_[corpus::finding_signature(op, c, pair, r)] > kShrinksPerRawSignature) {
+    const std::string raw_signature = corpus::finding_signature(op, c, pair, r);
+    // Shrinking keeps the signature, so the one seen here is the one an entry records.
+    if (options_.signatures_seen) options_.signatures_seen->insert(raw_signature);
+    if (++raw_shrinks_[raw_signature] > kShrinksPerRawSignature) {
       ++counts.known_findings;
       return;
     }

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <iosfwd>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,8 @@ struct CampaignOptions {
   int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;  // >= 1
   const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: finish the case, then stop
   std::ostream* progress = nullptr;         // one status line every kProgressIntervalSeconds
+  // When set, receives the signature of every finding the run saw, new or known (--baseline).
+  std::set<std::string>* signatures_seen = nullptr;
   // Provenance of entries and reports.
   std::string commit = "unknown", device, tool_version;
 };

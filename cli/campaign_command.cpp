@@ -3,15 +3,23 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "campaign/campaign.h"
 #include "cli/commands.h"
 #include "cli/numbers.h"
 #include "cli/util.h"
+#include "core/error.h"
 #include "core/safe_file.h"
+#include "corpus/entry.h"
 #include "corpus/replay.h"
 
 namespace bitparity::cli {
@@ -56,7 +64,7 @@ struct CampaignFlags {
               max_shrink_calls = std::to_string(fuzz::kDefaultMaxShrinkCalls);
   std::vector<std::string> pairs;
   std::vector<std::string> ops;
-  std::string corpus_dir, report_file, junit_file, shard = "0/1", same_contract_pin = "open";
+  std::string corpus_dir, report_file, junit_file, baseline_dir, shard = "0/1", same_contract_pin = "open";
   bool strict_nan = false, quiet = false;
 };
 
@@ -101,9 +109,44 @@ void check_outputs(const CampaignFlags& flags) {
     if (!file.empty()) check_output_file(file, /*create_folders=*/true);
 }
 
+// The baseline's signatures that this run could have seen: those of its (op, direction, pair) rows.
+std::set<std::string> in_scope(const std::set<std::string>& baseline, const reports::Report& report) {
+  std::set<std::string> prefixes;
+  for (const reports::PairCounts& c : report.counts)
+    prefixes.insert(c.op + "|" + c.direction + "|" + std::min(c.a, c.b) + "|" + std::max(c.a, c.b) + "|");
+  std::set<std::string> out;
+  for (const std::string& s : baseline)
+    for (const std::string& p : prefixes)
+      if (s.compare(0, p.size(), p) == 0) out.insert(s);
+  return out;
+}
+
+// --baseline: the signatures that appeared (seen now, not in the baseline) and vanished (in the
+// baseline for a pair this run covered, not seen now). Returns whether the set changed.
+bool compare_with_baseline(const std::set<std::string>& baseline, const std::set<std::string>& seen,
+                           const reports::Report& report) {
+  const std::set<std::string> expected = in_scope(baseline, report);
+  std::vector<std::string> appeared, vanished;
+  std::set_difference(seen.begin(), seen.end(), expected.begin(), expected.end(), std::back_inserter(appeared));
+  std::set_difference(expected.begin(), expected.end(), seen.begin(), seen.end(), std::back_inserter(vanished));
+  for (const std::string& s : appeared) std::cout << "baseline: appeared " << s << "\n";
+  for (const std::string& s : vanished) std::cout << "baseline: vanished " << s << "\n";
+  std::cout << "baseline: " << seen.size() << " signatures seen, " << expected.size() << " expected; "
+            << appeared.size() << " appeared, " << vanished.size() << " vanished\n";
+  return !appeared.empty() || !vanished.empty();
+}
+
 int campaign(const Registry& registry, const CampaignFlags& flags) {
-  const CampaignOptions options = options_from(registry, flags);
+  CampaignOptions options = options_from(registry, flags);
   check_outputs(flags);
+  std::optional<std::set<std::string>> baseline;
+  std::set<std::string> seen;
+  if (!flags.baseline_dir.empty()) {
+    if (!std::filesystem::is_directory(flags.baseline_dir))
+      throw ParseError("--baseline", "not a corpus folder: " + flags.baseline_dir);
+    baseline = corpus::load_signatures(flags.baseline_dir);
+    options.signatures_seen = &seen;
+  }
   StopOnSignals stop_on_signals;
   const reports::Report report = campaign::run_campaign(registry, options);
   print_findings(report);
@@ -115,9 +158,10 @@ int campaign(const Registry& registry, const CampaignFlags& flags) {
     return kExitError;
   }
   if (report.run.interrupted) return kExitInterrupted;
+  const bool changed = baseline && compare_with_baseline(*baseline, seen, report);
   for (const reports::FindingRecord& f : report.findings)
     if (reports::is_failure(f)) return kExitDifferent;
-  return kExitOk;
+  return changed ? kExitDifferent : kExitOk;
 }
 
 }  // namespace
@@ -131,7 +175,7 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, "
       "else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
       "summary. Every output path is checked before the first case. Exit 0; 1 when a new same-contract "
-      "finding (a bug) was written; 2 on an error (a corpus write that failed still writes the summary); 130 "
+      "finding (a bug) was written or, with --baseline, the set of signatures changed; 2 on an error (a corpus write that failed still writes the summary); 130 "
       "when interrupted (after writing the corpus and the summary).");
   app->add_option("--budget-seconds", f->budget_seconds, "wall-clock budget in seconds, finite, >= 0")
       ->type_name("SECONDS")
@@ -143,6 +187,11 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                   "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "
                   "already there are not written again");
   app->add_option("--report", f->report_file, "write the bitparity-report/1 JSON summary here");
+  app->add_option("--baseline", f->baseline_dir,
+                  "corpus folder of the signatures this run should see: exit 1 when one appears that it lacks, or one "
+                  "of a pair this run covered vanishes (contract-vs-contract campaigns: a changed set is a change in "
+                  "behaviour)")
+      ->type_name("DIR");
   app->add_option("--junit", f->junit_file, "write JUnit XML here (one testcase per op x pair)");
   app->add_option("--shard", f->shard, "run shard i of n (i/n): its own seed, every n-th case")
       ->type_name("I/N")->capture_default_str();

@@ -185,6 +185,30 @@ TEST_F(CliTest, CampaignReplayAndMerge) {
   for (const reports::FindingRecord& f : merged.findings) EXPECT_TRUE(fs::exists(f.file)) << f.file;
 }
 
+TEST_F(CliTest, CampaignBaselineExitsWhenSignaturesAppearOrVanish) {
+  auto campaign = [&](const std::string& max_cases, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"campaign", "--pair", "ref:exact,ref:sloppy", "--seed", "5", "--max-cases", max_cases, "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  ASSERT_EQ(campaign("200", {"--corpus", path("base")}).code, 0);
+  ASSERT_FALSE(corpus::load_signatures(path("base")).empty());
+  // The same seed and cases: the same signatures, so a contract-vs-contract run exits 0.
+  Result r = campaign("200", {"--baseline", path("base")});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" 0 appeared, 0 vanished"), std::string::npos) << r.out;
+  // Against an empty baseline every signature appeared.
+  fs::create_directories(path("empty"));
+  r = campaign("200", {"--baseline", path("empty")});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("baseline: appeared toy|fwd|ref:exact|ref:sloppy|"), std::string::npos) << r.out;
+  // Three cases of the same stream see fewer of them: the rest vanished.
+  r = campaign("3", {"--baseline", path("base")});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("baseline: vanished toy|fwd|ref:exact|ref:sloppy|"), std::string::npos) << r.out;
+  EXPECT_EQ(campaign("3", {"--baseline", path("no_such_folder")}).code, 2);
+}
+
 TEST_F(CliTest, ReplayFailsWithAReproduceLineAndRefusesEmptyFolders) {
   const std::string c = write_case("two.json", testing::toy_case(1, 2, {2.0f, 1.0f}));
   // A divergence pinned on a case where the contracts agree: replay must fail.
