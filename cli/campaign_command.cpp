@@ -7,6 +7,7 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -89,17 +90,45 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
   return o;
 }
 
-// The new findings, bugs first; a long list is cut (the report has them all).
+// A finding's signature without its pair: op|dir|a|b|kind|output|shape|value becomes
+// "op dir, kind in output, classes shape / value", what one root cause looks like through any pair.
+std::string cause_of(const std::string& signature) {
+  std::vector<std::string> f;
+  for (size_t at = 0;;) {
+    const size_t bar = signature.find('|', at);
+    f.push_back(signature.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) break;
+    at = bar + 1;
+  }
+  if (f.size() != 8) return signature;
+  return f[0] + " " + f[1] + ", " + f[4] + (f[5] == "-" ? "" : " in " + f[5]) + ", classes " + f[6] + " / " + f[7];
+}
+
+// The new findings grouped by cause (one root cause often shows through several pairs), causes
+// with a bug first; a long list is cut (the report has every finding).
 void print_findings(const reports::Report& report) {
-  constexpr size_t kMaxFindingsListed = 20;
-  std::vector<const reports::FindingRecord*> ordered;
-  for (const reports::FindingRecord& f : report.findings) ordered.push_back(&f);
-  std::stable_partition(ordered.begin(), ordered.end(), [](const auto* f) { return reports::is_failure(*f); });
-  for (size_t i = 0; i < ordered.size() && i < kMaxFindingsListed; ++i)
-    std::cout << "new " << ordered[i]->pins << " finding: " << ordered[i]->signature << "\n"
-              << (ordered[i]->file.empty() ? "" : "  " + corpus::reproduce_line(ordered[i]->file) + "\n");
-  if (ordered.size() > kMaxFindingsListed)
-    std::cout << "... and " << ordered.size() - kMaxFindingsListed << " more new findings (see --report)\n";
+  constexpr size_t kMaxCausesListed = 20;
+  std::vector<std::string> causes;  // in first-seen order
+  std::map<std::string, std::vector<const reports::FindingRecord*>> by_cause;
+  for (const reports::FindingRecord& f : report.findings) {
+    const std::string cause = cause_of(f.signature);
+    if (by_cause[cause].empty()) causes.push_back(cause);
+    by_cause[cause].push_back(&f);
+  }
+  auto has_bug = [&](const std::string& cause) {
+    return std::any_of(by_cause[cause].begin(), by_cause[cause].end(), [](const auto* f) { return reports::is_failure(*f); });
+  };
+  std::stable_partition(causes.begin(), causes.end(), has_bug);
+  for (size_t i = 0; i < causes.size() && i < kMaxCausesListed; ++i) {
+    const auto& findings = by_cause[causes[i]];
+    std::cout << "new finding: " << causes[i] << " (" << findings.size() << (findings.size() == 1 ? " pair" : " pairs")
+              << ")\n";
+    for (const reports::FindingRecord* f : findings)
+      std::cout << "  " << f->pins << "  " << f->a << " vs " << f->b
+                << (f->file.empty() ? "" : "  " + corpus::reproduce_line(f->file)) << "\n";
+  }
+  if (causes.size() > kMaxCausesListed)
+    std::cout << "... and " << causes.size() - kMaxCausesListed << " more causes of new findings (see --report)\n";
 }
 
 // Every output path is checked before the first case runs: a report path that is a folder must not

@@ -209,6 +209,19 @@ TEST_F(CliTest, CampaignBaselineExitsWhenSignaturesAppearOrVanish) {
   EXPECT_EQ(campaign("3", {"--baseline", path("no_such_folder")}).code, 2);
 }
 
+TEST_F(CliTest, CampaignGroupsNewFindingsByCauseAcrossPairs) {
+  // The toy op's two pairs diverge on the same inputs (a 3.0): one cause seen through both pairs.
+  const Result r = run({"campaign", "--pair", "ref:exact,ref:sloppy", "--pair", "fake_gpu:exact,ref:exact", "--seed",
+                        "5", "--max-cases", "200", "-q", "--corpus", path("grouped")});
+  ASSERT_EQ(r.code, 1) << r.out;  // fake_gpu:exact vs ref:exact is a same-contract pair: a bug
+  const size_t line = r.out.find("new finding: toy fwd, bit_mismatch in y, classes ");
+  ASSERT_NE(line, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(2 pairs)", line), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  open  fake_gpu:exact vs ref:exact  To reproduce: bitparity replay "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  divergence  ref:exact vs ref:sloppy  To reproduce: bitparity replay "), std::string::npos)
+      << r.out;
+}
+
 TEST_F(CliTest, ReplayFailsWithAReproduceLineAndRefusesEmptyFolders) {
   const std::string c = write_case("two.json", testing::toy_case(1, 2, {2.0f, 1.0f}));
   // A divergence pinned on a case where the contracts agree: replay must fail.
