@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "campaign/campaign.h"
@@ -90,18 +91,13 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
   return o;
 }
 
-// A finding's signature without its pair: op|dir|a|b|kind|output|shape|value becomes
-// "op dir, kind in output, classes shape / value", what one root cause looks like through any pair.
+// A finding's signature without its pair, "op dir, kind in output, classes shape / value": what one
+// root cause looks like through any pair.
 std::string cause_of(const std::string& signature) {
-  std::vector<std::string> f;
-  for (size_t at = 0;;) {
-    const size_t bar = signature.find('|', at);
-    f.push_back(signature.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
-    if (bar == std::string::npos) break;
-    at = bar + 1;
-  }
-  if (f.size() != 8) return signature;
-  return f[0] + " " + f[1] + ", " + f[4] + (f[5] == "-" ? "" : " in " + f[5]) + ", classes " + f[6] + " / " + f[7];
+  const std::optional<corpus::SignatureFields> f = corpus::parse_signature(signature);
+  if (!f) return signature;
+  return f->op + " " + f->direction + ", " + f->kind + (f->output == "-" ? "" : " in " + f->output) + ", classes " +
+         f->shape_class + " / " + f->value_class;
 }
 
 // The new findings grouped by cause (one root cause often shows through several pairs), causes
@@ -140,13 +136,13 @@ void check_outputs(const CampaignFlags& flags) {
 
 // The baseline's signatures that this run could have seen: those of its (op, direction, pair) rows.
 std::set<std::string> in_scope(const std::set<std::string>& baseline, const reports::Report& report) {
-  std::set<std::string> prefixes;
-  for (const reports::PairCounts& c : report.counts)
-    prefixes.insert(c.op + "|" + c.direction + "|" + std::min(c.a, c.b) + "|" + std::max(c.a, c.b) + "|");
+  using Row = std::tuple<std::string, std::string, std::string, std::string>;
+  std::set<Row> rows;  // the pair in name order, as signatures hold it
+  for (const reports::PairCounts& c : report.counts) rows.insert({c.op, c.direction, std::min(c.a, c.b), std::max(c.a, c.b)});
   std::set<std::string> out;
   for (const std::string& s : baseline)
-    for (const std::string& p : prefixes)
-      if (s.compare(0, p.size(), p) == 0) out.insert(s);
+    if (const std::optional<corpus::SignatureFields> f = corpus::parse_signature(s))
+      if (rows.count({f->op, f->direction, f->a, f->b})) out.insert(s);
   return out;
 }
 

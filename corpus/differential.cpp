@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 
@@ -155,6 +156,18 @@ std::string finding_signature(const OpInfo& op, const Case& c, const BackendPair
   const CaseClasses classes = op.classes ? op.classes(c) : CaseClasses{};
   return c.op + "|" + std::string(direction_name(c.direction)) + "|" + first + "|" + second + "|" + result.kind + "|" +
          (result.output.empty() ? "-" : result.output) + "|" + classes.shape_class + "|" + classes.value_class;
+}
+
+std::optional<SignatureFields> parse_signature(const std::string& signature) {
+  std::vector<std::string> f;
+  for (size_t at = 0;;) {
+    const size_t bar = signature.find('|', at);
+    f.push_back(signature.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) break;
+    at = bar + 1;
+  }
+  if (f.size() != 8) return std::nullopt;
+  return SignatureFields{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]};
 }
 
 json first_mismatch_json(const DiffResult& result) {

@@ -81,6 +81,13 @@ std::string case_title(const Case& c);
 // output, and the op's shape and value class of the case.
 std::string finding_signature(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result);
 
+// A signature's fields, as finding_signature joins them ("op|dir|a|b|kind|output|shape|value", the
+// pair in name order); nullopt for a string of another form.
+struct SignatureFields {
+  std::string op, direction, a, b, kind, output, shape_class, value_class;
+};
+std::optional<SignatureFields> parse_signature(const std::string& signature);
+
 // The first mismatching element, as a corpus entry and a report write it:
 // {index, position, a_bits "0x3f80", b_bits, ulps (null when one side is NaN)}; null when there is none.
 nlohmann::json first_mismatch_json(const DiffResult& result);

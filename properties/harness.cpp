@@ -11,6 +11,7 @@
 
 #include "core/compare.h"
 #include "core/error.h"
+#include "corpus/entry.h"
 #include "corpus/reproducer.h"
 
 namespace bitparity::props {
@@ -145,9 +146,7 @@ rc::detail::TestParams property_params() {
     // A seed of the test's own: the same cases on every run and every machine (CI reproduces).
     const auto* test = testing::UnitTest::GetInstance()->current_test_info();
     const std::string id = test ? std::string(test->test_suite_name()) + "/" + test->name() : "";
-    uint64_t h = 1469598103934665603ull;  // FNV-1a: std::hash differs between standard libraries
-    for (unsigned char ch : id) h = (h ^ ch) * 1099511628211ull;
-    params.seed = h;
+    params.seed = corpus::fnv1a64(id);  // not std::hash, which differs between standard libraries
   }
   return params;
 }
