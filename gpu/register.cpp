@@ -12,6 +12,7 @@ const std::vector<KernelRecord>& kernel_records() {
     std::vector<KernelRecord> all;
     for (KernelRecord& r : swiglu_family_kernels()) all.push_back(std::move(r));
     for (KernelRecord& r : routing_kernels()) all.push_back(std::move(r));
+    for (KernelRecord& r : training_kernels()) all.push_back(std::move(r));
     return all;
   }();
   return records;

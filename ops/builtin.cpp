@@ -2,9 +2,11 @@
 
 #include "ops/routing.h"
 #include "ops/swiglu_family.h"
+#include "ops/training.h"
 #include "reference/backend.h"
 #include "reference/routing.h"
 #include "reference/swiglu.h"
+#include "reference/training.h"
 #ifdef BITPARITY_HAVE_CUDA
 #include "gpu/register.h"
 #endif
@@ -22,11 +24,17 @@ const Registry& builtin_registry() {
     r.add_op(ops::router_topk());
     r.add_op(ops::permute());
     r.add_op(ops::unpermute());
+    r.add_op(ops::fanout_grad());
+    r.add_op(ops::adamw_step());
+    r.add_op(ops::grad_finalize());
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
     r.add_impls("ref", ref::router_topk_impls());
     r.add_impls("ref", ref::permute_impls());
     r.add_impls("ref", ref::unpermute_impls());
+    r.add_impls("ref", ref::fanout_grad_impls());
+    r.add_impls("ref", ref::adamw_step_impls());
+    r.add_impls("ref", ref::grad_finalize_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #else

@@ -1,7 +1,7 @@
-// Transcribed from the PTX that nvcc 13.0 emits for libdevice.10.bc's __nv_expf, __nv_logf and
-// __nv_log1pf (non-FTZ, -O2, sm_90); reference/math/libdevice_ptx.md keeps that PTX and what the
-// exhaustive GPU check established. Every fp32 step below is one IEEE operation rounded to nearest
-// even unless its comment says otherwise: compile this file with -ffp-contract=off.
+// Transcribed from the PTX that nvcc 13.0 emits for libdevice.10.bc's __nv_expf, __nv_logf,
+// __nv_log1pf and __nv_powf (non-FTZ, -O2, sm_90); reference/math/libdevice_ptx.md keeps that PTX
+// and what the GPU checks established. Every fp32 step below is one IEEE operation rounded to
+// nearest even unless its comment says otherwise: compile this file with -ffp-contract=off.
 #include "reference/math/device_math.h"
 
 #include <algorithm>
@@ -68,11 +68,30 @@ constexpr float kQuarter = 0.25f;
 constexpr uint32_t kLog1pfPoly[9] = {0xBD39BF78, 0x3DD80012, 0xBE0778E0, 0x3E146475, 0xBE2A68DD,
                                      0x3E4CAF9E, 0xBE800042, 0x3EAAAAE6, 0xBF000000};
 
+// --- __nv_powf constants ------------------------------------------------------------------------
+constexpr float kPowfTiny = f32(0x00800000);             // 2^-126: smaller |x| is scaled by 2^24
+constexpr float kTwo24 = f32(0x4B800000);                // 2^24
+constexpr float kPowfTinyExponent = -24.0f;              // 0xC1C00000
+constexpr uint32_t kPowfMantissaOffset = 0x3F3504F3u;    // splits |x| = 2^e * m with m in [√½, √2)
+constexpr float kPowfLog2eLo = f32(0x32A55E34);          // log2(e) − kLog2eHi, powf's low part
+// log2(m) = log2(e) * (u + u^3 * P(u^2)), u = 2(m − 1)/(m + 1); kLog2Poly is P's Horner list.
+constexpr uint32_t kLog2Poly[4] = {0x3A2C32E4, 0x3B52E7DB, 0x3C93BB73, 0x3DF6384F};
+// 2^r for r in [-1/2, 1/2], ending in the constant term 1.
+constexpr uint32_t kExp2Poly[7] = {0x391FCB8E, 0x3AAF85ED, 0x3C1D9856, 0x3D6357BB,
+                                   0x3E75FDEC, 0x3F317218, 0x3F800000};
+constexpr float kPowfExponentLimit = 152.0f;   // |y log2|x|| > 152: the result is 0 or Inf
+constexpr uint32_t kTwo127Bits = 0x7F000000u;  // 2^127, the first factor of 2^n when n > 0
+// n <= 0 moves 250 from the exponent of the first factor (2^-123) to the second (2^(n+123)).
+constexpr uint32_t kNonPositiveScaleShift = 0x83000000u;  // -(250 << 23) as a uint32
+constexpr uint32_t kExponentBits = 0x7F800000u;
+constexpr uint32_t kMagnitudeBits = 0x7FFFFFFFu;
+
 // Horner over the coefficient list exactly as libdevice nests it:
-// p = fma(c0, f, c1); p = fma(p, f, c_k) for k = 2..8.
-float horner(const uint32_t (&c)[9], float f) {
+// p = fma(c0, f, c1); p = fma(p, f, c_k) for k = 2..N-1.
+template <size_t N>
+float horner(const uint32_t (&c)[N], float f) {
   float p = std::fma(f32(c[0]), f, f32(c[1]));
-  for (int k = 2; k < 9; ++k) p = std::fma(p, f, f32(c[k]));
+  for (size_t k = 2; k < N; ++k) p = std::fma(p, f, f32(c[k]));
   return p;
 }
 
@@ -229,12 +248,112 @@ float libdevice_log1pf(float a) {
   return canonicalize(r);
 }
 
+// --- __nv_powf ------------------------------------------------------------------------------------
+
+namespace {
+
+// A value carried as the unevaluated sum hi + lo (|lo| <= half an ulp of hi).
+struct DoubleFloat {
+  float hi;
+  float lo;
+};
+
+// rcp.approx.ftz.f32 (MUFU.RCP), the one approximate step of __nv_powf. Its arguments here are
+// m + 1 in [1.707, 2.415], always normal, so FTZ never applies. The unit's exact results are not
+// captured: this is RN(1/d), which the H200's beta^t results confirm where they depend on it
+// (libdevice_ptx.md, "__nv_powf"); about 0.65 % of random powf results depend on it.
+float rcp_approx(float d) { return 1.0f / d; }
+
+// cvt.rzi.s32.f32: truncation, saturating; NaN becomes 0.
+int32_t cvt_rzi_s32(float v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 0x1p31f) return std::numeric_limits<int32_t>::max();
+  if (v < -0x1p31f) return std::numeric_limits<int32_t>::min();
+  return static_cast<int32_t>(v);
+}
+
+// __internal_log2_ep: log2(a) for finite a > 0 as hi + lo (the PTX's %f52 + %f56).
+DoubleFloat log2_ep(float a) {
+  float fi = 0.0f;
+  if (a < kPowfTiny) {  // setp.lt.f32
+    a = a * kTwo24;
+    fi = kPowfTinyExponent;
+  }
+  const uint32_t ia = bits_of(a);
+  const uint32_t e = (ia - kPowfMantissaOffset) & 0xFF800000u;
+  const float m = f32(ia - e);
+  const float fe = std::fma(static_cast<float>(static_cast<int32_t>(e)), kTwoM23, fi);
+  // u = 2f/(m+1) through the approximate reciprocal, then its error term du.
+  const float f = m - 1.0f;
+  const float r = rcp_approx(m + 1.0f);
+  const float u = (f + f) * r;
+  const float v = u * u;
+  const float twice_f_minus_u = (f - u) + (f - u);
+  const float du = r * std::fma(-u, f, twice_f_minus_u);
+  const float pv = horner(kLog2Poly, v) * v;
+  // hi = fe + u log2(e) rounded, and everything below it, each product by fma.rn.
+  const float hi = std::fma(u, kLog2eHi, fe);
+  float lo = std::fma(u, kLog2eHi, fe - hi);
+  lo = std::fma(du, kLog2eHi, lo);
+  lo = std::fma(u, kPowfLog2eLo, lo);
+  lo = std::fma(pv * 3.0f, du, lo);  // mul.f32 then fma.rn: ptxas fuses nothing here
+  lo = std::fma(pv, u, lo);
+  // Fast2Sum renormalisation (add.rn).
+  const float s = hi + lo;
+  const float carried = s - hi;
+  return {s, lo - carried};
+}
+
+// __internal_accurate_powf's tail: 2^(l * y) for l = log2|x|, before the special cases (%f5).
+float exp2_of_product(DoubleFloat l, float y) {
+  const float t = l.hi * y;                                     // mul.rn
+  const float t_lo = std::fma(l.lo, y, std::fma(l.hi, y, -t));  // the exact error of t, plus lo*y
+  const float n = std::nearbyint(t);                            // cvt.rni: to nearest even
+  const float r = t_lo + (t - n);
+  const float p = horner(kExp2Poly, r);
+  if (std::fabs(t) > kPowfExponentLimit) return t < 0.0f ? 0.0f : kInf;
+  // 2^n as two factors, so that neither leaves the normal range before the final, single rounding.
+  const uint32_t shift = n > 0.0f ? 0u : kNonPositiveScaleShift;
+  const float first = f32(kTwo127Bits + shift);
+  const float second = f32((static_cast<uint32_t>(cvt_rzi_s32(n)) << 23) - shift);
+  return (p * first) * second;
+}
+
+// y is an odd integer: |y - 2 trunc(y/2)| == 1 (false for ±Inf and NaN).
+bool is_odd_integer(float y) {
+  const float half = std::trunc(y * 0.5f);
+  return std::fabs(y - (half + half)) == 1.0f;
+}
+
+}  // namespace
+
+// The special cases in the PTX's order (C99 Annex F), then the core for finite x != 0.
+float libdevice_powf(float x, float y) {
+  if (x == 1.0f || y == 0.0f) return 1.0f;                    // also for NaN y / NaN x
+  if (std::isnan(x) || std::isnan(y)) return canonical_nan();  // add.rn(x, y)
+  const bool odd = is_odd_integer(y);
+  if (x == 0.0f || std::isinf(x)) {
+    // ±0 or ±Inf (x + x keeps the sign); y < 0 swaps 0 and Inf by flipping every exponent bit.
+    uint32_t b = bits_of(x + x);
+    if (y < 0.0f) b ^= kExponentBits;
+    return f32(odd ? b : b & kMagnitudeBits);
+  }
+  if (x == -1.0f && std::isinf(y)) return 1.0f;
+  const float core = exp2_of_product(log2_ep(std::fabs(x)), y);
+  if (!(x < 0.0f)) return canonicalize(core);      // setp.geu.f32: x > 0 here
+  if (std::floor(y) != y) return canonical_nan();  // negative base, non-integer exponent
+  return canonicalize(odd ? -core : core);
+}
+
 // --- the two models -------------------------------------------------------------------------------
 
 namespace {
 float cr_expf(float x) { return canonicalize(static_cast<float>(std::exp(static_cast<double>(x)))); }
 float cr_logf(float x) { return canonicalize(static_cast<float>(std::log(static_cast<double>(x)))); }
 float cr_log1pf(float x) { return canonicalize(static_cast<float>(std::log1p(static_cast<double>(x)))); }
+float cr_powf(float x, float y) {
+  return canonicalize(static_cast<float>(std::pow(static_cast<double>(x), static_cast<double>(y))));
+}
 }  // namespace
 
 float expf(MathModel model, float x) {
@@ -247,6 +366,10 @@ float logf(MathModel model, float x) {
 
 float log1pf(MathModel model, float x) {
   return model == MathModel::kLibdevice ? libdevice_log1pf(x) : cr_log1pf(x);
+}
+
+float powf(MathModel model, float x, float y) {
+  return model == MathModel::kLibdevice ? libdevice_powf(x, y) : cr_powf(x, y);
 }
 
 float libdevice_sigmoid(const Ex2Tables& tables, float x) {

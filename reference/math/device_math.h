@@ -1,11 +1,13 @@
 // CUDA's fp32 transcendentals, bit for bit, on the CPU (spec rule 12).
 //
 // Two math models:
-// - kLibdevice: libdevice's non-fast-math __nv_expf, __nv_logf and __nv_log1pf exactly as nvcc
-//   13.0 compiles them for sm_90 (transcribed from the PTX that nvcc emits for libdevice.10.bc).
-//   __nv_expf is IEEE steps plus one ex2.approx.ftz.f32 (the MUFU.EX2 unit), which is emulated by
-//   the two tables captured off the GPU (ex2_tables.h). __nv_logf and __nv_log1pf are fma.rn
-//   polynomials (plus one add.rz in log1pf) and need no table.
+// - kLibdevice: libdevice's non-fast-math __nv_expf, __nv_logf, __nv_log1pf and __nv_powf exactly
+//   as nvcc 13.0 compiles them for sm_90 (transcribed from the PTX that nvcc emits for
+//   libdevice.10.bc). __nv_expf is IEEE steps plus one ex2.approx.ftz.f32 (the MUFU.EX2 unit), which
+//   is emulated by the two tables captured off the GPU (ex2_tables.h). __nv_logf and __nv_log1pf
+//   are fma.rn polynomials (plus one add.rz in log1pf) and need no table. __nv_powf is a
+//   double-float log2 and exp2 in fma.rn steps plus one rcp.approx.ftz.f32 (MUFU.RCP), emulated as
+//   the correctly rounded reciprocal (libdevice_ptx.md says how far that is confirmed).
 // - kCorrectlyRounded: the fp64 function (host libm) rounded once to fp32. It is the oracle's view
 //   of the true value, and reproduces eager PyTorch only through a bf16 rounding (rule 3).
 //
@@ -32,15 +34,19 @@ inline constexpr uint32_t kCanonicalNanBits = 0x7FFFFFFFu;
 float ex2_approx(float r);
 float ex2_approx(const Ex2Tables& tables, float r);
 
-// --- the three functions ---------------------------------------------------------------------
+// --- the four functions ----------------------------------------------------------------------
 float expf(MathModel model, float x);
 float logf(MathModel model, float x);
 float log1pf(MathModel model, float x);
+// x^y. PyTorch's kernels call it for pow and for AdamW's bias corrections 1 - beta^step; the
+// libdevice result is not correctly rounded (0.9f^57 is 1 ulp above the cr model's).
+float powf(MathModel model, float x, float y);
 
 // __nv_expf(x) with explicit tables (for a capture other than the default one).
 float libdevice_expf(const Ex2Tables& tables, float x);
 float libdevice_logf(float x);
 float libdevice_log1pf(float x);
+float libdevice_powf(float x, float y);
 
 // __nv_expf(x) ends with `ex2(r) * s`. nvcc contracts that product with a following addition
 // into one fma.rn (`1 + expf(-x)` becomes fma(ex2(r), s, 1)), so formulas need the two factors.

@@ -1,9 +1,11 @@
 // CPU tests of the device-math emulation: the table format, the committed sm_90 capture, the
-// directed-rounding step, special values, and the replay of the GPU's own results (the sample
-// captured on an H200 by gpu/math/capture_math), which must match bit for bit.
+// directed-rounding step, special values, powf against results measured on an H200, and the
+// replay of the GPU's own results (the sample captured on an H200 by gpu/math/capture_math), which
+// must match bit for bit.
 #include <gtest/gtest.h>
 #include <mpfr.h>
 
+#include <algorithm>
 #include <bit>
 #include <cfenv>
 #include <cmath>
@@ -254,6 +256,163 @@ TEST(DeviceMath, CorrectlyRoundedModelAgreesWithMpfr) {
     ++checked;
   }
   EXPECT_EQ(checked, 200'000);
+}
+
+// --- powf -------------------------------------------------------------------------------------------
+
+// Both models follow C99 Annex F's pow; libdevice reaches each case by the PTX's own branches
+// (libdevice_ptx.md, "__nv_powf"), so each row is also a branch of the emulation.
+TEST(DevicePowf, SpecialValuesOfBothModels) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const uint32_t kNan = kCanonicalNanBits;
+  struct Case {
+    float x, y;
+    uint32_t want;
+  };
+  const Case cases[] = {
+      // y = ±0 and x = 1 win over NaN; x = -1 with y = ±Inf is 1.
+      {nan, 0.0f, bits(1.0f)}, {nan, -0.0f, bits(1.0f)}, {-kInf, 0.0f, bits(1.0f)},
+      {1.0f, nan, bits(1.0f)}, {1.0f, kInf, bits(1.0f)}, {1.0f, -kInf, bits(1.0f)},
+      {-1.0f, kInf, bits(1.0f)}, {-1.0f, -kInf, bits(1.0f)},
+      // Any other NaN operand gives the canonical NaN.
+      {nan, 1.0f, kNan}, {2.0f, nan, kNan}, {-1.0f, nan, kNan}, {from_bits(0xFFC00001u), 2.0f, kNan},
+      // A negative base needs an integer exponent; an odd one keeps the sign.
+      {-8.0f, 1.0f / 3.0f, kNan}, {-2.0f, 0.5f, kNan}, {-kInf, 0.5f, bits(kInf)},
+      {-2.0f, 3.0f, bits(-8.0f)}, {-2.0f, 2.0f, bits(4.0f)}, {-2.0f, -3.0f, bits(-0.125f)},
+      {-0.5f, kInf, 0u}, {-2.0f, kInf, bits(kInf)}, {-2.0f, 1e30f, bits(kInf)},
+      // ±0: a negative exponent gives Inf, signed for odd integers only.
+      {0.0f, -3.0f, bits(kInf)}, {-0.0f, -3.0f, bits(-kInf)}, {-0.0f, -2.0f, bits(kInf)},
+      {-0.0f, -0.5f, bits(kInf)}, {-0.0f, -kInf, bits(kInf)}, {-0.0f, 3.0f, 0x80000000u},
+      {-0.0f, 2.0f, 0u}, {0.0f, 3.0f, 0u}, {-0.0f, 0.5f, 0u}, {0.0f, kInf, 0u},
+      // ±Inf: the reciprocal of the ±0 rows.
+      {-kInf, -3.0f, 0x80000000u}, {-kInf, 3.0f, bits(-kInf)}, {-kInf, 2.0f, bits(kInf)},
+      {kInf, -1.0f, 0u}, {kInf, 2.0f, bits(kInf)}, {kInf, -kInf, 0u},
+      // |y| = Inf with |x| != 1.
+      {0.5f, kInf, 0u}, {0.5f, -kInf, bits(kInf)}, {2.0f, kInf, bits(kInf)}, {2.0f, -kInf, 0u},
+      // Overflow, gradual underflow (one rounding, ties to even) and a subnormal base.
+      {2.0f, 128.0f, bits(kInf)}, {10.0f, 39.0f, bits(kInf)}, {2.0f, 1e30f, bits(kInf)},
+      {2.0f, 127.0f, bits(0x1p127f)}, {0.5f, 149.0f, bits(0x1p-149f)}, {2.0f, -149.0f, bits(0x1p-149f)},
+      {0.5f, 150.0f, 0u}, {0.5f, 149.5f, bits(0x1p-149f)}, {0.5f, 1e30f, 0u},
+      {0x1p-140f, 1.0f, bits(0x1p-140f)}, {-0x1p-140f, 1.0f, bits(-0x1p-140f)},
+      {3.0f, 2.0f, bits(9.0f)}, {10.0f, 3.0f, bits(1000.0f)},
+  };
+  for (MathModel m : {MathModel::kLibdevice, MathModel::kCorrectlyRounded}) {
+    SCOPED_TRACE(math_model_name(m));
+    for (const Case& c : cases) {
+      EXPECT_EQ(hex(bits(powf(m, c.x, c.y))), hex(c.want)) << "pow(" << c.x << ", " << c.y << ")";
+    }
+  }
+}
+
+// torch.pow on fp32 CUDA tensors on an H200 (torch 2.11), where libdevice is 1 ulp off the
+// correctly rounded value.
+TEST(DevicePowf, ReproducesTheH200WhereItIsNotCorrectlyRounded) {
+  struct Case {
+    float x, y, gpu, cr;
+  };
+  const Case cases[] = {{0.9f, 57.0f, 0x1.4318b8p-9f, 0x1.4318b6p-9f},
+                        {0.999f, 102.0f, 0x1.ce5400p-1f, 0x1.ce5402p-1f},
+                        {0.95f, 6.0f, 0x1.785df4p-1f, 0x1.785df6p-1f}};
+  for (const Case& c : cases) {
+    EXPECT_EQ(hex(bits(libdevice_powf(c.x, c.y))), hex(bits(c.gpu))) << c.x << "^" << c.y;
+    EXPECT_EQ(hex(bits(powf(MathModel::kLibdevice, c.x, c.y))), hex(bits(c.gpu)));
+    EXPECT_EQ(hex(bits(powf(MathModel::kCorrectlyRounded, c.x, c.y))), hex(bits(c.cr)));
+  }
+}
+
+// AdamW's bias corrections 1 - beta^step: beta^t for t = 1..200000, as the H200 computed them
+// (torch 2.11), counted against the cr model. The counts of 0.9f and 0.98f also pin the rounding of
+// rcp.approx for their mantissas: with the reciprocal rounded the other way they would be 67 and 272.
+TEST(DevicePowf, AdamBiasCorrectionStepsMatchTheH200) {
+  struct Beta {
+    float beta;
+    int differing_steps;
+    std::vector<int> first_steps;
+  };
+  const Beta betas[] = {{0.8f, 34, {45, 49, 52}}, {0.9f, 79, {57, 89, 95}}, {0.95f, 121, {6}},
+                        {0.98f, 267, {}},          {0.99f, 588, {}},        {0.999f, 5826, {102, 140, 173, 179}},
+                        {0.9999f, 12617, {}}};
+  constexpr int kSteps = 200'000;
+  for (const Beta& b : betas) {
+    SCOPED_TRACE("beta " + std::to_string(b.beta));
+    std::vector<int> differing;
+    int64_t max_ulps = 0;
+    for (int t = 1; t <= kSteps; ++t) {
+      const float step = static_cast<float>(t);
+      const float gpu = libdevice_powf(b.beta, step);
+      const float cr = powf(MathModel::kCorrectlyRounded, b.beta, step);
+      if (bits(gpu) == bits(cr)) continue;
+      differing.push_back(t);
+      max_ulps = std::max(max_ulps, std::abs(static_cast<int64_t>(bits(gpu)) - bits(cr)));
+    }
+    EXPECT_EQ(static_cast<int>(differing.size()), b.differing_steps);
+    const size_t shown = std::min(differing.size(), b.first_steps.size());
+    EXPECT_EQ(std::vector<int>(differing.begin(), differing.begin() + shown), b.first_steps);
+    EXPECT_EQ(max_ulps, 1);
+  }
+}
+
+// cvt.rni takes n = round(y log2|x|) to the even integer on a tie. 2^-3 to the 24.5/3 lands on
+// t = -24.5: n = -24 gives 0x333504EC, rounding half away from zero (n = -25) would give 0x333504EB.
+TEST(DevicePowf, HalfwayExponentsTakeTheEvenIntegerAsCvtRniDoes) {
+  EXPECT_EQ(hex(bits(libdevice_powf(0.125f, 24.5f / 3.0f))), "0x333504ec");
+  EXPECT_EQ(hex(bits(libdevice_powf(0x1p-3f, 104.5f / 3.0f))), "0x0b350512");  // t = -104.5, n = -104
+}
+
+// Away from the special cases libdevice stays within 1 ulp of the cr model wherever the result is
+// normal, and misses it often enough that the models are told apart.
+TEST(DevicePowf, LibdeviceIsWithinOneUlpOfTheCorrectlyRoundedModel) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> base(-4.0f, 4.0f);
+  std::uniform_real_distribution<float> exponent(-60.0f, 60.0f);
+  int checked = 0, off_by_one = 0, negative_bases = 0;
+  for (int i = 0; i < 400'000; ++i) {
+    float x = (i % 2) ? base(rng) : from_bits(static_cast<uint32_t>(rng()));
+    float y = (i % 2) ? exponent(rng) : from_bits(static_cast<uint32_t>(rng()));
+    if (i % 4 == 1) y = std::round(y);  // integer exponents, so negative bases give numbers
+    const float cr = powf(MathModel::kCorrectlyRounded, x, y);
+    if (!std::isfinite(cr) || std::fabs(cr) < std::numeric_limits<float>::min()) continue;
+    const float gpu = libdevice_powf(x, y);
+    const int64_t ulps = std::abs(static_cast<int64_t>(bits(gpu)) - bits(cr));
+    ASSERT_LE(ulps, 1) << "pow(" << hex(bits(x)) << ", " << hex(bits(y)) << ") = " << hex(bits(gpu))
+                       << ", cr " << hex(bits(cr));
+    ++checked;
+    off_by_one += ulps == 1;
+    negative_bases += x < 0.0f;
+  }
+  std::printf("libdevice powf: %d of %d normal results 1 ulp off the cr model, %d negative bases\n",
+              off_by_one, checked, negative_bases);
+  EXPECT_GT(checked, 150'000);
+  EXPECT_GT(negative_bases, 20'000);
+  EXPECT_GT(off_by_one, checked / 100);
+}
+
+float mpfr_correctly_rounded_pow(float x, float y) {
+  mpfr_set_emin(-148);
+  mpfr_set_emax(128);
+  mpfr_t v, a, b;
+  mpfr_inits2(24, v, a, b, static_cast<mpfr_ptr>(nullptr));
+  mpfr_set_flt(a, x, MPFR_RNDN);
+  mpfr_set_flt(b, y, MPFR_RNDN);
+  const int inex = mpfr_pow(v, a, b, MPFR_RNDN);
+  mpfr_subnormalize(v, inex, MPFR_RNDN);
+  const float out = mpfr_get_flt(v, MPFR_RNDN);
+  mpfr_clears(v, a, b, static_cast<mpfr_ptr>(nullptr));
+  mpfr_set_emin(mpfr_get_emin_min());
+  mpfr_set_emax(mpfr_get_emax_max());
+  return std::isnan(out) ? from_bits(kCanonicalNanBits) : out;
+}
+
+TEST(DevicePowf, CorrectlyRoundedModelAgreesWithMpfr) {
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> base(-4.0f, 4.0f);
+  std::uniform_real_distribution<float> exponent(-160.0f, 160.0f);
+  for (int i = 0; i < 100'000; ++i) {
+    const float x = (i % 2) ? base(rng) : from_bits(static_cast<uint32_t>(rng()));
+    const float y = (i % 4 == 1) ? std::round(exponent(rng)) : (i % 2) ? exponent(rng) : from_bits(static_cast<uint32_t>(rng()));
+    ASSERT_EQ(hex(bits(powf(MathModel::kCorrectlyRounded, x, y))), hex(bits(mpfr_correctly_rounded_pow(x, y))))
+        << "pow(" << hex(bits(x)) << ", " << hex(bits(y)) << ")";
+  }
 }
 
 // --- replay of the GPU's own results --------------------------------------------------------------
