@@ -151,6 +151,7 @@ class Campaign {
     }
     std::map<std::string, SideOutcome> sides;
     for (const BackendPair& pair : target.pairs) {
+      if (pair.twice() && !runs_twice_on(*target.op, pair, local)) continue;
       reports::PairCounts& counts = counts_for(target, pair);
       ++counts.cases;
       if (!c) {
@@ -158,7 +159,10 @@ class Campaign {
         continue;
       }
       const SideOutcome& a = side(sides, pair.a, *c);
-      const SideOutcome& b = side(sides, pair.b, *c);
+      // A self pair runs its backend a second time; every other side runs once per case.
+      SideOutcome again;
+      if (pair.twice()) again = side_once(pair.b, *c);
+      const SideOutcome& b = pair.twice() ? again : side(sides, pair.b, *c);
       if (!a || !b) {
         ++counts.skips[std::string(kBackendUnusable)];
         continue;
@@ -176,17 +180,29 @@ class Campaign {
     return reports::counts_for(report_, target.op->name, std::string(direction_name(target.direction)), pair.a, pair.b);
   }
 
-  // Each backend runs a case once, however many pairs it is in.
+  // Whether the self pair (K:C vs K:C) runs on case `local`: every case when the user asked for it
+  // or the contract depends on the order of arrival, else one case in nondeterminism_every.
+  bool runs_twice_on(const OpInfo& op, const BackendPair& pair, int64_t local) const {
+    if (!options_.pairs.empty()) return true;
+    const ContractInfo* contract = op.contract(split_backend_name(pair.a).second);
+    if (contract && contract->order_of_arrival) return true;
+    return options_.nondeterminism_every > 0 && local % options_.nondeterminism_every == 0;
+  }
+
+  // Each backend runs a case once, however many pairs it is in (a self pair's second run aside).
   const SideOutcome& side(std::map<std::string, SideOutcome>& sides, const std::string& backend, const Case& c) {
     auto it = sides.find(backend);
     if (it != sides.end()) return it->second;
-    SideOutcome result;
+    return sides.emplace(backend, side_once(backend, c)).first->second;
+  }
+
+  SideOutcome side_once(const std::string& backend, const Case& c) {
     try {
-      result = corpus::run_side(registry_, backend, c);
+      return corpus::run_side(registry_, backend, c);
     } catch (const std::exception& e) {
       warn_once(backend, e.what());
     }
-    return sides.emplace(backend, std::move(result)).first->second;
+    return SideOutcome{};
   }
 
   void warn_once(const std::string& who, const std::string& what) {
@@ -319,7 +335,9 @@ uint64_t case_seed(uint64_t shard_seed, int64_t local_index) {
 
 std::vector<BackendPair> default_pairs(const Registry& registry, const OpInfo& op) {
   std::vector<BackendPair> pairs = corpus::twin_pairs(registry, op.name, /*available_only=*/true);
-  return pairs.empty() ? corpus::reference_pairs(registry, op.name) : pairs;
+  if (pairs.empty()) return corpus::reference_pairs(registry, op.name);
+  for (BackendPair& self : corpus::self_pairs(registry, op.name, /*available_only=*/true)) pairs.push_back(std::move(self));
+  return pairs;
 }
 
 std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
@@ -337,6 +355,9 @@ void check_options(const CampaignOptions& options) {
                                 std::to_string(options.budget_seconds));
   if (options.max_cases && *options.max_cases < 0)
     throw std::invalid_argument("max_cases: expected an integer >= 0, got " + std::to_string(*options.max_cases));
+  if (options.nondeterminism_every < 0)
+    throw std::invalid_argument("nondeterminism_every: expected an integer >= 0, got " +
+                                std::to_string(options.nondeterminism_every));
   if (options.max_shrink_calls < 1)
     throw std::invalid_argument("max_shrink_calls: expected an integer >= 1, got " +
                                 std::to_string(options.max_shrink_calls));

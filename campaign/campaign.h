@@ -29,6 +29,7 @@ inline constexpr int kMaxGenSize = 100;
 // most cases must not turn the campaign into a shrinking loop.
 inline constexpr int kShrinksPerRawSignature = 3;
 inline constexpr double kProgressIntervalSeconds = 2.0;
+inline constexpr int64_t kDefaultNondeterminismEvery = 8;
 
 struct Shard {
   int64_t index = 0, count = 1;
@@ -54,6 +55,11 @@ struct CampaignOptions {
   std::string same_contract_pin = "open";  // or "fixed", when the user asks
   bool strict_nan = false;
   int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;  // >= 1
+  // The default pairs include each non-reference implementation against itself (K:C vs K:C: the
+  // case runs twice, a difference is a `nondeterminism` finding). An order-of-arrival contract
+  // runs twice on every case; any other on one case in this many (0: never). A self pair asked for
+  // with `pairs` runs on every case.
+  int64_t nondeterminism_every = kDefaultNondeterminismEvery;  // >= 0
   const std::atomic<bool>* stop = nullptr;  // set by SIGINT/SIGTERM: finish the case, then stop
   std::ostream* progress = nullptr;         // one status line every kProgressIntervalSeconds
   // When set, receives the signature of every finding the run saw, new or known (--baseline).
@@ -63,7 +69,8 @@ struct CampaignOptions {
 };
 
 // Without --pair: cuda:C vs ref:C (every non-ref backend kind that is available here, every
-// contract both implement); when there is no such backend, every pair of ref contracts.
+// contract both implement) and cuda:C vs cuda:C (the determinism check, sampled: see
+// nondeterminism_every); when there is no such backend, every pair of ref contracts.
 std::vector<corpus::BackendPair> default_pairs(const Registry& registry, const OpInfo& op);
 // The requested pairs that apply to `op` (both sides implement it), or the defaults.
 std::vector<corpus::BackendPair> pairs_for(const Registry& registry, const OpInfo& op,

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 #include <stdexcept>
 
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
+#include "testing/scratch.h"
 #include "testing/toy_op.h"
 
 namespace bitparity::campaign {
@@ -110,7 +112,9 @@ TEST(Options, OutOfRangeNumbersAreRejectedBeforeAnyWork) {
 
 TEST_F(CampaignTest, DefaultPairsPreferTheDeviceBackend) {
   const OpInfo& toy = *registry.op("toy");
-  EXPECT_EQ(default_pairs(registry, toy), (std::vector<BackendPair>{{"fake_gpu:exact", "ref:exact"}}));
+  // Against the reference, and against itself (the determinism check).
+  EXPECT_EQ(default_pairs(registry, toy),
+            (std::vector<BackendPair>{{"fake_gpu:exact", "ref:exact"}, {"fake_gpu:exact", "fake_gpu:exact"}}));
   testing::set_fake_gpu_available(false);
   EXPECT_EQ(default_pairs(registry, toy).size(), 6u);  // every pair of the four ref contracts
   EXPECT_EQ(pairs_for(registry, toy, {{"ref:exact", "ref:nope"}}).size(), 0u);
@@ -279,6 +283,67 @@ TEST_F(CampaignTest, AnUnusableCorpusFolderIsAnErrorBeforeAnyCase) {
   std::ofstream(dir / "file") << "x";
   EXPECT_THROW(run_campaign(registry, options(dir / "file")), std::runtime_error);
   EXPECT_TRUE(fs::is_regular_file(dir / "file"));
+  fs::remove_all(dir);
+}
+
+// A backend that differs from itself: toy:exact with the last bit of y[0] flipped on every other
+// call, as a kernel whose atomics arrive in another order on every second launch.
+Registry with_flaky_backend(Registry r) {
+  r.add_backend({"flaky", "test-only: toy:exact, y[0]'s last bit flipped on every other call", nullptr});
+  const Impl exact = *r.impl("toy", "ref:exact");
+  auto calls = std::make_shared<int64_t>(0);
+  r.add_impl("toy", "flaky", "exact", [exact, calls](const Case& c, const ContractInfo& contract) {
+    TensorMap out = exact(c, contract);
+    Tensor& y = out.at("y");
+    if ((*calls)++ % 2 == 1 && y.numel() > 0) y.set_bits(0, y.bits(0) ^ 1u);
+    return out;
+  });
+  return r;
+}
+
+int64_t cases_of(const reports::Report& report, const std::string& a, const std::string& b) {
+  int64_t n = 0;
+  for (const reports::PairCounts& c : report.counts)
+    if (c.a == a && c.b == b) n += c.cases;
+  return n;
+}
+
+TEST_F(CampaignTest, ABackendThatDiffersFromItselfIsANondeterminismFinding) {
+  const Registry r = with_flaky_backend(registry);
+  const fs::path dir = testing::fresh_dir("campaign", "nondeterminism");
+  CampaignOptions o = options(dir);
+  o.pairs.clear();  // the defaults: each kind against the reference, and each kind against itself
+  const reports::Report report = run_campaign(r, o);
+  // Sampled: the toy has one target, so case j is local index j, and one in 8 runs twice.
+  const int64_t sampled = (kCases + kDefaultNondeterminismEvery - 1) / kDefaultNondeterminismEvery;
+  EXPECT_EQ(cases_of(report, "fake_gpu:exact", "fake_gpu:exact"), sampled);
+  EXPECT_EQ(cases_of(report, "flaky:exact", "flaky:exact"), sampled);
+  EXPECT_EQ(cases_of(report, "fake_gpu:exact", "ref:exact"), kCases);
+  int nondeterministic = 0;
+  for (const reports::FindingRecord& f : report.findings) {
+    if (f.kind != "nondeterminism") continue;
+    ++nondeterministic;
+    EXPECT_EQ(f.a, "flaky:exact") << f.signature;  // fake_gpu is wrong, but always the same way
+    EXPECT_EQ(f.b, "flaky:exact") << f.signature;
+    EXPECT_EQ(f.output, "y") << f.signature;
+    EXPECT_TRUE(reports::is_failure(f)) << f.signature;
+    const corpus::Entry entry = corpus::load_entry(f.file, r);
+    EXPECT_EQ(entry.kind, "nondeterminism");
+    EXPECT_LE(entry.c.input("x")->numel(), 2) << f.file << ": shrunk to one element (two when the class needs rows)";
+    const corpus::ReplayResult replay = corpus::replay_entry(r, entry);
+    EXPECT_EQ(replay.status, corpus::ReplayStatus::kPass) << replay.summary;
+    EXPECT_NE(replay.summary.find("still reproduces"), std::string::npos) << replay.summary;
+  }
+  EXPECT_GT(nondeterministic, 0) << reports::text_table(report);
+
+  CampaignOptions never = options();
+  never.pairs.clear();
+  never.nondeterminism_every = 0;
+  const reports::Report none = run_campaign(r, never);
+  EXPECT_EQ(cases_of(none, "flaky:exact", "flaky:exact"), 0);
+  for (const reports::FindingRecord& f : none.findings) EXPECT_NE(f.kind, "nondeterminism") << f.signature;
+  never.nondeterminism_every = -1;
+  EXPECT_THROW(run_campaign(r, never), std::invalid_argument);
   fs::remove_all(dir);
 }
 

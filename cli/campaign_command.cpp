@@ -63,7 +63,8 @@ class StopOnSignals {
 // Numbers stay text until options_from parses them strictly (cli/numbers.h).
 struct CampaignFlags {
   std::string budget_seconds = "60", seed = "0", max_cases,
-              max_shrink_calls = std::to_string(fuzz::kDefaultMaxShrinkCalls);
+              max_shrink_calls = std::to_string(fuzz::kDefaultMaxShrinkCalls),
+              nondeterminism_every = std::to_string(campaign::kDefaultNondeterminismEvery);
   std::vector<std::string> pairs;
   std::vector<std::string> ops;
   std::string corpus_dir, report_file, junit_file, baseline_dir, shard = "0/1", same_contract_pin = "open";
@@ -77,6 +78,8 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
   if (!flags.max_cases.empty()) o.max_cases = parse_integer(flags.max_cases, "--max-cases");
   o.max_shrink_calls = static_cast<int>(
       parse_integer(flags.max_shrink_calls, "--max-shrink-calls", 1, std::numeric_limits<int>::max()));
+  o.nondeterminism_every = parse_integer(flags.nondeterminism_every, "--nondeterminism-every", 0,
+                                         std::numeric_limits<int64_t>::max());
   for (const std::string& p : flags.pairs) o.pairs.push_back(corpus::parse_pair(p, "--pair"));
   o.ops = flags.ops;
   o.corpus_dir = flags.corpus_dir;
@@ -197,8 +200,8 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       "campaign",
       "Generate random cases from every op's generator and run them through backend pairs for a time "
       "budget; shrink each new finding, write it to the corpus (named by content hash, deduplicated by "
-      "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, "
-      "else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
+      "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, with "
+      "cuda:C vs cuda:C (the case run twice) on a sample of cases, else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
       "summary. Every output path is checked before the first case. Exit 0; 1 when a new same-contract "
       "finding (a bug) was written or, with --baseline, the set of signatures changed; 2 on an error (a corpus write that failed still writes the summary); 130 "
       "when interrupted (after writing the corpus and the summary).");
@@ -223,6 +226,11 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
   app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards), >= 0")
       ->type_name("N");
   app->add_option("--max-shrink-calls", f->max_shrink_calls, "predicate calls per shrink, >= 1")
+      ->type_name("N")
+      ->capture_default_str();
+  app->add_option("--nondeterminism-every", f->nondeterminism_every,
+                  "run a GPU implementation twice on one case in N (K:C vs K:C; a difference is a nondeterminism "
+                  "finding); order-of-arrival contracts run twice on every case; 0: never")
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--same-contract-pin", f->same_contract_pin,

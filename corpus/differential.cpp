@@ -53,7 +53,8 @@ bool BackendPair::same_contract() const {
 }
 
 bool is_differential_kind(std::string_view kind) {
-  return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch || kind == kBackendError;
+  return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch || kind == kBackendError ||
+         kind == kNondeterminism;
 }
 
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c) {
@@ -88,6 +89,18 @@ std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string&
   return pairs;
 }
 
+std::vector<BackendPair> self_pairs(const Registry& registry, const std::string& op, bool available_only) {
+  std::vector<BackendPair> pairs;
+  for (const std::string& impl : registry.impls_of(op)) {
+    const std::string kind = split_backend_name(impl).first;
+    if (kind == kReferenceKind) continue;
+    const BackendKind* backend = registry.backend(kind);
+    if (available_only && backend && backend->unavailable_reason && backend->unavailable_reason()) continue;
+    pairs.push_back({impl, impl});
+  }
+  return pairs;
+}
+
 std::vector<BackendPair> reference_pairs(const Registry& registry, const std::string& op) {
   std::vector<std::string> refs;
   for (const std::string& impl : registry.impls_of(op))
@@ -111,8 +124,10 @@ BackendPair parse_pair(const std::string& text, const std::string& field) {
 
 std::string case_title(const Case& c) { return c.op + " " + std::string(direction_name(c.direction)); }
 
-DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
-                    const CompareOptions& options) {
+namespace {
+
+DiffResult classify_outcomes(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
+                             const CompareOptions& options) {
   DiffResult r;
   const bool a_failed = a.rejected() && a.reject_class == kBackendError;
   const bool b_failed = b.rejected() && b.reject_class == kBackendError;
@@ -143,6 +158,20 @@ DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, co
   r.verdict = DiffVerdict::kFinding;
   r.kind = verdict_name(r.comparison->verdict);
   r.output = r.comparison->first_difference()->name;
+  return r;
+}
+
+}  // namespace
+
+DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
+                    const CompareOptions& options) {
+  DiffResult r = classify_outcomes(c, pair, a, b, options);
+  // One backend twice: a backend error is still that, any other difference is nondeterminism (the
+  // output names what differed: an output, or "rejects:a/b" when only one run rejected).
+  if (pair.twice() && r.verdict == DiffVerdict::kFinding && r.kind != kBackendError) {
+    r.message = "nondeterminism: two runs of " + pair.a + " differ (" + r.kind + ")\n" + r.message;
+    r.kind = kNondeterminism;
+  }
   return r;
 }
 

@@ -23,8 +23,11 @@ inline constexpr std::string_view kErrorMismatch = "error_mismatch";
 // A backend failed with something other than a rejection (a launch error, a device fault, an
 // exception of its own): a finding, shrunk and kept like the others, never a skip.
 inline constexpr std::string_view kBackendError = "backend_error";
-// Whether `kind` is one of the four above: the kinds a differential run, and so a corpus entry,
-// records. Other harnesses report other kinds (nondeterminism, invariance_violation).
+// A backend paired with itself (the pair "K:C vs K:C" runs it twice on the case) gave two
+// different results: different bits, shapes or verdicts. Shrunk and kept like the others.
+inline constexpr std::string_view kNondeterminism = "nondeterminism";
+// Whether `kind` is one of the five above: the kinds a differential run, and so a corpus entry,
+// records. Other harnesses report other kinds (invariance_violation).
 bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
 // finding, always a counted skip.
@@ -35,6 +38,8 @@ struct BackendPair {
   std::string name() const { return a + " vs " + b; }
   // cuda:C vs ref:C: a difference is a bug in one of them, not a documented divergence.
   bool same_contract() const;
+  // cuda:C vs cuda:C: the backend runs the case twice, and any difference is nondeterminism.
+  bool twice() const { return a == b; }
   bool operator==(const BackendPair&) const = default;
 };
 // The backend kind of bitparity's own reference, which every other kind is compared against.
@@ -44,6 +49,9 @@ inline constexpr std::string_view kReferenceKind = "ref";
 // reference twin, except contracts that depend on the order of arrival (ContractInfo); with
 // `available_only`, only kinds that can run here.
 std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only);
+// K:C vs K:C for each implementation of `op` on a kind other than the reference (which is
+// deterministic by construction); with `available_only`, only kinds that can run here.
+std::vector<BackendPair> self_pairs(const Registry& registry, const std::string& op, bool available_only);
 // Every pair of the op's reference contracts (contract against contract), each pair once.
 std::vector<BackendPair> reference_pairs(const Registry& registry, const std::string& op);
 

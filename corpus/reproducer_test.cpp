@@ -90,7 +90,7 @@ TEST_F(ReproducerTest, WithoutAPairTheFileIsABareCase) {
 TEST_F(ReproducerTest, OtherKindsOnAPairAreNotPinned) {
   const fs::path dir = fresh_dir("other_kind");
   const BackendPair same{"fake_gpu:exact", "fake_gpu:exact"};
-  const fs::path path = named_path(write_reproducer(with_three, "nondeterminism", same, "", dir));
+  const fs::path path = named_path(write_reproducer(with_three, "invariance_violation", same, "", dir));
   const nlohmann::json doc = nlohmann::json::parse(read(path));
   EXPECT_FALSE(doc.contains("pins"));  // not a corpus finding: replay runs the pair and reports
   EXPECT_EQ(doc["finding"]["pair"], nlohmann::json({"fake_gpu:exact", "fake_gpu:exact"}));
@@ -98,9 +98,15 @@ TEST_F(ReproducerTest, OtherKindsOnAPairAreNotPinned) {
   EXPECT_FALSE(replay.entry.has_value());
   ASSERT_TRUE(replay.pair.has_value());
   EXPECT_EQ(*replay.pair, same);
-  EXPECT_EQ(replay.kind, "nondeterminism");
+  EXPECT_EQ(replay.kind, "invariance_violation");
   EXPECT_TRUE(load_replay_document(named_path(write_reproducer(with_three, "bit_mismatch", gpu, "", dir)), registry)
                   .entry.has_value());
+  // A backend that disagreed with itself is a differential finding on its self pair: an open entry.
+  const ReplayDocument twice =
+      load_replay_document(named_path(write_reproducer(with_three, "nondeterminism", same, "", dir)), registry);
+  ASSERT_TRUE(twice.entry.has_value());
+  EXPECT_EQ(twice.entry->pins, "open");
+  EXPECT_EQ(twice.entry->pair, same);
   fs::remove_all(dir);
 }
 
