@@ -3,9 +3,9 @@
 // A kernel benchmark runs one kernel record (op, contract) on one of its op's reference inputs
 // (the large realistic shapes its spec declares, for the direction and contracts the input names),
 // at one ILP. It counts effective bytes (every input read once, every output written once, from
-// the tensors' sizes), times the bound launch with CUDA events (UseManualTime), and in the same
-// loop times a device-to-device cudaMemcpy that moves the same number of bytes (half read, half
-// written): the roofline the kernel is compared with. The inputs are uploaded once and copied into
+// the tensors' sizes, unless the reference input declares its own count), times the bound launch
+// with CUDA events (UseManualTime), and in the same loop times a device-to-device cudaMemcpy that
+// moves the same number of bytes (half read, half written): the roofline the kernel is compared with. The inputs are uploaded once and copied into
 // rotating sets, so that each launch starts with cold L2. Counters: bytes, GB/s, copy_GB/s,
 // pct_of_copy. Each kernel runs at every ILP the launchers offer (work items whose loads a thread
 // issues together; same bits, different speed); ilp:0 is what the backend ships, each kernel's
@@ -133,7 +133,7 @@ void kernel_benchmark(benchmark::State& state, const Subject& s, int ilp) {
   size_t output_bytes = 0;
   for (const auto& [name, meta] : metas)
     output_bytes += static_cast<size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype);
-  const size_t total = gpu::total_bytes(input.sets.front()) + output_bytes;
+  const size_t total = s.input.bytes ? s.input.bytes : gpu::total_bytes(input.sets.front()) + output_bytes;
   if (total == 0) return state.SkipWithError("a reference input of no bytes");
   const size_t sets_needed = std::max<size_t>(2, (kColdL2Multiple * kL2Bytes + total - 1) / total);
   input.ensure_sets(sets_needed);

@@ -91,6 +91,9 @@ struct ReferenceInput {
   std::function<Case()> make;
   // Benchmarks only: too large to also run the CPU reference on in every GPU test run.
   bool bench_only = false;
+  // The bytes a kernel must move for this input, where that is not every input read once and every
+  // output written once (a lookup that reads a few rows of a large table); 0: that default.
+  size_t bytes = 0;
 };
 
 struct OpInfo {

@@ -1,9 +1,11 @@
 #include "ops/builtin.h"
 
+#include "ops/embedding.h"
 #include "ops/routing.h"
 #include "ops/swiglu_family.h"
 #include "ops/training.h"
 #include "reference/backend.h"
+#include "reference/embedding.h"
 #include "reference/routing.h"
 #include "reference/swiglu.h"
 #include "reference/training.h"
@@ -27,6 +29,7 @@ const Registry& builtin_registry() {
     r.add_op(ops::fanout_grad());
     r.add_op(ops::adamw_step());
     r.add_op(ops::grad_finalize());
+    r.add_op(ops::embedding());
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
     r.add_impls("ref", ref::router_topk_impls());
@@ -35,6 +38,7 @@ const Registry& builtin_registry() {
     r.add_impls("ref", ref::fanout_grad_impls());
     r.add_impls("ref", ref::adamw_step_impls());
     r.add_impls("ref", ref::grad_finalize_impls());
+    r.add_impls("ref", ref::embedding_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #else

@@ -1,0 +1,94 @@
+// The kernel records of embedding (spec OP-9): each binds a launcher (gpu/embedding_kernels.h) to
+// device tensors. The op's validate has checked the inputs (every id in the table where there is no
+// partition) and fixed the output shapes; what is left here is reading the attributes and each
+// contract's choice of fold: the index backward's kernel by width, F.embedding's by position count.
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <variant>
+#include <vector>
+
+#include "core/case.h"
+#include "gpu/common/device_tensor.h"
+#include "gpu/embedding_kernels.h"
+#include "gpu/records.h"
+#include "gpu/runtime.h"
+
+namespace bitparity::gpu {
+namespace {
+
+constexpr int64_t kSmallStrideMax = 32;     // ATen's index_put_ takes the small-stride kernel up to a warp
+constexpr int64_t kFeatureKernelMaxP = 3072;  // F.embedding's feature kernel up to 3072 positions
+
+std::optional<int64_t> int_attr(const Case& c, const char* name) {
+  const auto it = c.attrs.find(name);
+  if (it == c.attrs.end()) return std::nullopt;
+  if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
+  throw std::logic_error(std::string("embedding: a non-integer ") + name + " passed validate");
+}
+
+EmbeddingRows rows_of(const Case& c, int64_t V) {
+  EmbeddingRows r;
+  r.V = V;
+  if (const std::optional<int64_t> start = int_attr(c, "vocab_start")) {
+    r.partition = true;
+    r.vocab_start = *start;
+  }
+  return r;
+}
+
+BoundLaunch bind_forward(const KernelArgs& k) {
+  const DeviceTensor& weight = required(k.inputs, "weight");
+  const DeviceTensor& ids = required(k.inputs, "ids");
+  EmbeddingForward p;
+  p.dtype = weight.dtype;
+  p.P = ids.shape.at(0);
+  p.H = weight.shape.at(1);
+  p.rows = rows_of(k.c, weight.shape.at(0));
+  p.weight = weight.data();
+  p.ids = ids.data();
+  p.out = required(k.outputs, "out").data();
+  p.ilp = k.ilp;
+  p.stream = k.stream;
+  return [p] { launch_embedding_forward(p); };
+}
+
+EmbeddingFold fold_of(const std::string& contract, int64_t P, int64_t H) {
+  if (contract == "megatron_eager")
+    return H == 1 ? EmbeddingFold::kWarpTree : H <= kSmallStrideMax ? EmbeddingFold::kOnce : EmbeddingFold::kPerStep;
+  if (contract == "baseline") return P <= kFeatureKernelMaxP ? EmbeddingFold::kChunks : EmbeddingFold::kPartials;
+  return EmbeddingFold::kAtomic;
+}
+
+BoundLaunch bind_backward(const KernelArgs& k) {
+  const DeviceTensor& ids = required(k.inputs, "ids");
+  const DeviceTensor& g = required(k.inputs, "g");
+  const DeviceTensor& d_weight = required(k.outputs, "d_weight");
+  EmbeddingBackward p;
+  p.dtype = g.dtype;
+  p.P = ids.shape.at(0);
+  p.H = g.shape.at(1);
+  p.rows = rows_of(k.c, d_weight.shape.at(0));
+  p.fold = fold_of(k.contract.name, p.P, p.H);
+  p.ids = ids.data();
+  p.g = g.data();
+  p.d_weight = d_weight.data();
+  p.ilp = k.ilp;
+  p.stream = k.stream;
+  // The workspace is allocated here, so that a launch allocates nothing; the launch holds it.
+  const auto ws = std::make_shared<DeviceBuffer>(embedding_backward_workspace_bytes(p));
+  p.workspace = ws->get();
+  return [p, ws] { launch_embedding_backward(p); };
+}
+
+BoundLaunch bind(const KernelArgs& k) {
+  return k.c.direction == Direction::kForward ? bind_forward(k) : bind_backward(k);
+}
+
+}  // namespace
+
+std::vector<KernelRecord> embedding_kernels() {
+  return {{"embedding", "megatron_eager", bind}, {"embedding", "baseline", bind}, {"embedding", "atomic_fp32", bind}};
+}
+
+}  // namespace bitparity::gpu
