@@ -27,6 +27,7 @@ const Registry& builtin_registry() {
     r.add_op(ops::fanout_grad());
     r.add_op(ops::adamw_step());
     r.add_op(ops::grad_finalize());
+    r.add_op(ops::cross_entropy());
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
     r.add_impls("ref", ref::router_topk_impls());
@@ -35,6 +36,7 @@ const Registry& builtin_registry() {
     r.add_impls("ref", ref::fanout_grad_impls());
     r.add_impls("ref", ref::adamw_step_impls());
     r.add_impls("ref", ref::grad_finalize_impls());
+    r.add_impls("ref", ref::cross_entropy_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #else
