@@ -144,7 +144,8 @@ def docs_of(p, seed, notes):
     nb = p["N_bwd"]
     xb = x[:nb].clone().contiguous().requires_grad_(True)  # a fresh, aligned allocation like the forward's
     lb = F.cross_entropy(xb, labels[:nb], reduction="none", ignore_index=ignore)
-    lb.backward(g[:nb])
+    if nb:  # an empty batch has no backward to run: its gradient is the empty [0, V]
+        lb.backward(g[:nb])
     rr.sync()
     if nb and not rr.same_bits(lb.detach(), loss[:nb]):
         rr.note(notes, "cross_entropy: the backward's own forward differs from the forward's first rows")
