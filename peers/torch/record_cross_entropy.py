@@ -96,7 +96,7 @@ def logits_row(rng, V, family):
     if family == "ties":
         return np.full(V, offset) if rng.random() < 0.5 else rng.integers(0, 3, V).astype(np.float64)
     if family == "large":
-        v = rng.uniform(1, 2, V) * np.exp2(rng.integers(100, 128, V)) * rng.choice([-1.0, 1.0], V)
+        v = rng.uniform(1, 2, V) * np.exp2(rng.integers(100, 127, V)) * rng.choice([-1.0, 1.0], V)
         moderate, pick = rr.draw(rng, (V,), "moderate"), rng.random(V) < 0.25
         v[pick] = moderate[pick]
         v[rng.random(V) < 0.06] = 3.4028234663852886e38 * rng.choice([-1.0, 1.0])
