@@ -56,7 +56,9 @@ TEST(CrossEntropyDispatch, KernelsAtTheSpecBoundaries) {
     const ref::EagerForwardPlan p = ref::eager_forward_plan(k.V);
     EXPECT_EQ(p.kernel, k.kernel) << "V = " << k.V << ": " << ref::softmax_kernel_name(p.kernel);
     EXPECT_EQ(p.threads, k.threads) << "V = " << k.V;
-    if (k.kernel != SoftmaxKernel::kSmem && k.kernel != SoftmaxKernel::kIlp) EXPECT_EQ(p.per_thread, k.per_thread) << "V = " << k.V;
+    if (k.kernel != SoftmaxKernel::kSmem && k.kernel != SoftmaxKernel::kIlp) {
+      EXPECT_EQ(p.per_thread, k.per_thread) << "V = " << k.V;
+    }
   }
 }
 
