@@ -12,5 +12,6 @@ std::vector<KernelRecord> swiglu_family_kernels();  // gpu/swiglu_records.cpp: s
 std::vector<KernelRecord> routing_kernels();        // gpu/routing_records.cpp: router_topk, permute, unpermute
 std::vector<KernelRecord> training_kernels();       // gpu/training_records.cpp: fanout_grad, adamw_step, grad_finalize
 std::vector<KernelRecord> embedding_kernels();      // gpu/embedding_records.cpp: embedding
+std::vector<KernelRecord> cross_entropy_kernels();  // gpu/cross_entropy_records.cpp: cross_entropy
 
 }  // namespace bitparity::gpu

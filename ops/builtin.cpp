@@ -30,6 +30,7 @@ const Registry& builtin_registry() {
     r.add_op(ops::adamw_step());
     r.add_op(ops::grad_finalize());
     r.add_op(ops::embedding());
+    r.add_op(ops::cross_entropy());
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
     r.add_impls("ref", ref::router_topk_impls());
@@ -39,6 +40,7 @@ const Registry& builtin_registry() {
     r.add_impls("ref", ref::adamw_step_impls());
     r.add_impls("ref", ref::grad_finalize_impls());
     r.add_impls("ref", ref::embedding_impls());
+    r.add_impls("ref", ref::cross_entropy_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #else

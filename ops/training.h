@@ -1,5 +1,5 @@
-// The training-step ops of an MoE layer (spec OP-11, OP-12): the gradient of the three-way clone of
-// the layer's input, and the optimizer step.
+// The training-step ops of an MoE layer (spec OP-8, OP-11, OP-12): the loss, the gradient of the
+// three-way clone of the layer's input, and the optimizer step.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,11 @@ namespace bitparity::ops {
 OpInfo fanout_grad();  // ops/fanout_grad.cpp
 OpInfo adamw_step();   // ops/adamw_step.cpp
 OpInfo grad_finalize();  // ops/grad_finalize.cpp
+OpInfo cross_entropy();  // ops/cross_entropy.cpp
+
+// cross_entropy's ignore_index attribute (PyTorch's default -100 when absent). Throws
+// RejectError("attr") where it is not an int.
+int64_t cross_entropy_ignore_index(const Case& c);
 
 // adamw_step's attributes as torch.optim.AdamW takes them, an absent one at AdamW's default (lr
 // 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2, maximize False); step has no default.
