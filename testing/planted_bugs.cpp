@@ -254,11 +254,11 @@ std::vector<PlantedBug> planted_bugs(const Registry& r) {
       {"embedding_rounded_once", "embedding", "megatron_eager",
        "duplicate ids folded in fp32 and rounded once (F.embedding's backward) instead of rounded to the "
        "weight dtype after every addition for rows wider than 32",
-       2, swapped(r, "embedding", "megatron_eager", "baseline", bwd)},
+       3, swapped(r, "embedding", "megatron_eager", "baseline", bwd)},  // two additions round alike
       {"cross_entropy_one_pass_order", "cross_entropy", "megatron_eager",
        "the row's max and sum of exp in one pass over 1024 lanes (online max) instead of the order of "
        "PyTorch's softmax kernel for this vocabulary size",
-       2, swapped(r, "cross_entropy", "megatron_eager", "fused", fwd)},
+       2, swapped(r, "cross_entropy", "megatron_eager", "fused", fwd), 60},  // rows of up to 151552 logits
       {"grad_finalize_divides", "grad_finalize", "megatron_aligned",
        "main_grad / dp_size instead of main_grad * f32(1 / dp_size)", 2, grad_finalize_divides(r)},
   };
