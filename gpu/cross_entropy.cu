@@ -68,7 +68,7 @@ __device__ float block_sum(float v, float* shared) {
 // The outputs of row `row` from its m and L: the loss (thread 0), or every d_logits element, the
 // threads `tid` of `threads` taking columns tid, tid + threads, ... (from the last where `reverse`).
 __device__ void row_outputs(const CrossEntropy& a, int64_t row, float m, float L, int tid, int threads,
-                            bool one_lane_warp, bool reverse) {
+                            bool reverse) {
   const float* x = static_cast<const float*>(a.logits) + row * a.vocab;
   const int64_t t = static_cast<const int64_t*>(a.labels)[row];
   const bool ignored = t == a.ignore_index;
@@ -78,7 +78,7 @@ __device__ void row_outputs(const CrossEntropy& a, int64_t row, float m, float L
     return;
   }
   const float gO_t = ignored ? 0.0f : __fmul_rn(-1.0f, static_cast<const float*>(a.g)[row]);
-  const float G = ignored ? 0.0f : (one_lane_warp ? gO_t : __fadd_rn(0.0f, gO_t));
+  const float G = ignored ? 0.0f : __fadd_rn(0.0f, gO_t);  // +0 + gO_t: a -0 becomes +0, at V = 1 too
   float* d = static_cast<float*>(a.d_logits) + row * a.vocab;
   auto one = [&](int64_t j) {
     const float e = expf(__fsub_rn(__fsub_rn(x[j], m), L));
@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(32 * kWarpRowsPerBlock) eager_warp_kernel(Cros
   for (int h = W / 2; h >= 1; h >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, h));
   s = __shfl_sync(0xffffffffu, s, 0);
   const float L = logf(s);
-  row_outputs(a, row, m, L, lane, 32, a.vocab == 1, false);
+  row_outputs(a, row, m, L, lane, 32, false);
 }
 
 template <Kind kKind>
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kBlock) eager_block_kernel(CrossEntropy a, int
     for (int64_t o = size - last + t; o < size; o += kBlock) acc = __fadd_rn(acc, exp_of(base[o], m));
   }
   const float S = block_sum(acc, shared);
-  row_outputs(a, row, m, logf(S), t, kBlock, false, false);
+  row_outputs(a, row, m, logf(S), t, kBlock, false);
 }
 
 // --- fused -----------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(kBlock) fused_kernel(CrossEntropy a) {
     }
   }
   __syncthreads();
-  row_outputs(a, row, shared_m[0], logf(shared_s[0]), t, kBlock, false, true);
+  row_outputs(a, row, shared_m[0], logf(shared_s[0]), t, kBlock, true);
 }
 
 int64_t next_pow2(int64_t n) {

@@ -5,7 +5,8 @@
 //   ignore_index.
 // Backward (nll_loss backward, then _log_softmax_backward_data on the forward's saved logp):
 //   gO = -1 ⊗ g at the label (ignored rows: none); G = the row sum of gO: +0 ⊕ gO_t (every other
-//   term is +0; the one-lane warp of V = 1 keeps gO_t itself, -0 included);
+//   term is +0; at V = 1 too, where a g of +0 gives G = +0 and d_logits = fma(-1, +0, -0) = -0, as
+//   recorded on the H200);
 //   d_logits_j = fma(-expf(logp_j), G, gO_j) with gO_j = +0 off the label.
 // expf and logf are libdevice's (rule 12, reference/math). Compiled with -ffp-contract=off: every
 // operation here rounds once, and the fmas are explicit.
@@ -247,9 +248,8 @@ TensorMap backward(const Case& c, Order order) {
     const int64_t t = label(r, i);
     const bool ignored = t == r.ignore_index;
     const float gO_t = ignored ? 0.0f : -1.0f * g.f32(i);
-    // The row sum of gO: +0 plus the one term; softmax_warp_backward's single lane (V = 1) starts
-    // from its element and adds nothing.
-    const float G = ignored ? 0.0f : (order == Order::kEager && r.V == 1 ? gO_t : 0.0f + gO_t);
+    // The row sum of gO: +0 plus the one term, in every kernel (V = 1 included).
+    const float G = ignored ? 0.0f : 0.0f + gO_t;
     const std::vector<float> logp = log_softmax_row(r, i, order);
     math::expf_n(MathModel::kLibdevice, logp, e);
     for (int64_t j = 0; j < r.V; ++j) {
