@@ -814,7 +814,7 @@ OpInfo router_topk() {
        "f32(1e-20), P = f32(G) / D in fp32 (k == 1: P = G in dL); backward as router-backward-order.md (dD rule-7 "
        "tree over the slots in topk_idx's order, bf16 dG = bf(bf(a) + bf(dD))). NaN R ranks above every number, "
        "lowest index first among NaNs: not in the GPU probe, but every row with NaN logits of the eager recording "
-       "(peers/torch/routing.jsonl) agrees. probs is scattered into zeros of P's dtype (fp32 for k > 1): #5335's "
+       "(peers/torch/routing.jsonl.gz) agrees. probs is scattered into zeros of P's dtype (fp32 for k > 1): #5335's "
        "verbatim zeros_like(logits).scatter raises for bf16 logits with k > 1 in eager PyTorch 2.11, so the "
        "contract follows the final alignment's form. Unverified: CUDA topk's order among ties (the backward takes "
        "topk_idx as given); k > 16 (the rule-7 model covers k <= 32)",

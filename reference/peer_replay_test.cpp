@@ -1,4 +1,4 @@
-// Replays outputs recorded from eager PyTorch on an H200 (every peers/torch/*.jsonl, written by the
+// Replays outputs recorded from eager PyTorch on an H200 (every peers/torch/*.jsonl.gz, written by the
 // recorders beside them) against ref:<contract>: the reference must reproduce PyTorch's bits, not
 // only our reading of its source, NaN payloads included (a NaN that CUDA's arithmetic writes is
 // canonical; x86's keeps its input's payload, so the reference canonicalizes what it computes).
@@ -16,6 +16,7 @@
 #include "core/case_json.h"
 #include "core/compare.h"
 #include "core/error.h"
+#include "core/recording.h"
 #include "ops/builtin.h"
 
 namespace bitparity {
@@ -27,22 +28,15 @@ struct Recorded {
 };
 
 std::vector<Recorded> load(const std::string& path) {
-  std::ifstream in(path);
   std::vector<Recorded> out;
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line)
-    if (!text.empty()) out.push_back({line, parse_json_text(text, path + ":" + std::to_string(line))});
+  for (const RecordedLine& l : read_recording(path))
+    out.push_back({l.line, parse_json_text(l.text, path + ":" + std::to_string(l.line))});
   return out;
 }
 
-// The recordings beside the recorders, sorted by name.
+// The recordings beside the recorders (*.jsonl.gz, or a fresh *.jsonl), sorted by name.
 std::vector<std::filesystem::path> recordings() {
-  const std::filesystem::path dir = std::filesystem::path(BITPARITY_SOURCE_DIR) / "peers" / "torch";
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".jsonl") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  return files;
+  return recordings_in(std::filesystem::path(BITPARITY_SOURCE_DIR) / "peers" / "torch");
 }
 
 TEST(PeerReplayTest, ReferenceReproducesEagerPyTorch) {

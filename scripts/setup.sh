@@ -9,6 +9,7 @@ packages=(
   clang libclang-rt-14-dev             # the libFuzzer preset
   libeigen3-dev nlohmann-json3-dev libcli11-dev librapidcheck-dev
   libgtest-dev libgmock-dev libbenchmark-dev libmpfr-dev libgmp-dev libmpfrc++-dev
+  zlib1g-dev                           # the gzip-compressed peer recordings
 )
 
 missing=()

@@ -3,7 +3,7 @@
 // than "ref" implements, KIND:C computes exactly the bits of ref:C on the op's generated cases and
 // on each of its reference inputs (large realistic shapes), rejects each error input with the
 // class the op names, and is deterministic; a CUDA kernel's ILP knob changes no bit; and the
-// outputs recorded from eager PyTorch (peers/torch/*.jsonl) come out again. A contract whose
+// outputs recorded from eager PyTorch (peers/torch/*.jsonl.gz) come out again. A contract whose
 // result depends on the order in which atomic additions arrive (ContractInfo::order_of_arrival: the
 // unaligned baselines) is held to the reference's bits only where its run happens to add in the
 // reference's order: a difference there is counted and shown, and the determinism tests report
@@ -34,6 +34,7 @@
 #include "core/compare.h"
 #include "core/json_strict.h"
 #include "core/outcome.h"
+#include "core/recording.h"
 #include "core/registry.h"
 #include "corpus/reproducer.h"
 #include "gpu/tests/first_rows.h"
@@ -388,7 +389,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendVsRefLarge);
 INSTANTIATE_TEST_SUITE_P(Registry, BackendVsRefLarge, ::testing::ValuesIn(large_targets()), large_name);
 
 // --- eager PyTorch's own bits -----------------------------------------------------------------
-// peers/torch/*.jsonl hold outputs that eager PyTorch computed on an H200 (each line a case with
+// peers/torch/*.jsonl.gz hold outputs that eager PyTorch computed on an H200 (each line a case with
 // its outputs and, in its provenance, the contract). The reference replays them in
 // reference/peer_replay_test.cpp; here every available second backend of the contract must
 // reproduce them too, bit for bit, or reject them as the reference does (unmodelled).
@@ -401,19 +402,12 @@ fs::path source_dir() {
 TEST(BackendVsTorch, ReproducesRecordedEagerPyTorch) {
   const fs::path dir = source_dir() / "peers" / "torch";
   ASSERT_TRUE(fs::is_directory(dir)) << "no " << dir << " (set BITPARITY_SOURCE_DIR to the checkout)";
-  std::vector<fs::path> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir))
-    if (e.path().extension() == ".jsonl") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  ASSERT_FALSE(files.empty()) << "no recordings (*.jsonl) in " << dir;
+  const std::vector<fs::path> files = recordings_in(dir);
+  ASSERT_FALSE(files.empty()) << "no recordings (*.jsonl.gz) in " << dir;
   int applicable = 0, compared = 0, rejected = 0;
   std::map<std::string, std::string> skipped;  // kind -> why it cannot run here
   for (const fs::path& path : files) {
-    std::ifstream in(path);
-    ASSERT_TRUE(in) << "cannot read " << path;
-    std::string text;
-    for (int line = 1; std::getline(in, text); ++line) {
-      if (text.empty()) continue;
+    for (const auto& [line, text] : read_recording(path)) {
       const std::string where = path.string() + ":" + std::to_string(line);
       const nlohmann::json doc = parse_json_text(text, where);
       if (!registry().op(doc.at("op").get<std::string>())) continue;  // an op this registry lacks
