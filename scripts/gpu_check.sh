@@ -22,7 +22,12 @@
 # device tool brings back few files). JOBS: test shards run in parallel (default: cores, at most
 # 8). RC_CASES: RapidCheck cases per property (default 100); MEMCHECK_RC_CASES (15) and
 # RACECHECK_RC_CASES (60) under the sanitizers.
-# BENCH_FILTER: a --benchmark_filter regex. SKIP_SANITIZER=1, SKIP_BENCH=1 leave parts out.
+# BENCH_FILTER: a --benchmark_filter regex. SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1 leave
+# parts out, so that a check too long for one call can be split over several. TEST_FILTER: a
+# --gtest_filter for the test shards (default: all); SANITIZER_FILTER: the sanitizers' (default: the
+# cuda targets and the PyTorch recordings). PART_TIMEOUT: seconds each part (tests, each sanitizer,
+# benchmarks) may run; a part stopped by it is a problem in the summary, and the summary is still
+# written.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -74,28 +79,44 @@ run() {
   export BITPARITY_CUDA_CHECKED=1 BITPARITY_FAILURE_DIR=$RESULTS/failures BITPARITY_SOURCE_DIR=$ROOT
   local test=$CARRY/cuda_vs_ref_test t0=$SECONDS
 
+  # Each part under PART_TIMEOUT where one is set; a part it stops leaves its name in timed-out.txt.
+  part() {
+    local name=$1
+    shift
+    if [[ -n ${PART_TIMEOUT:-} ]]; then
+      timeout "$PART_TIMEOUT" "$@"
+      (($? == 124)) && echo "$name" >>"$logs/timed-out.txt"
+    else
+      "$@"
+    fi
+    return 0
+  }
+
   # Tests in parallel shards, the sanitizers beside them (timing does not matter here).
-  for ((i = 0; i < JOBS; ++i)); do
-    GTEST_TOTAL_SHARDS=$JOBS GTEST_SHARD_INDEX=$i RC_PARAMS="max_success=$RC_CASES" \
-      "$test" --gtest_output="xml:$logs/tests-$i.xml" >"$logs/tests-$i.log" 2>&1 &
-  done
+  if [[ ${SKIP_TESTS:-0} != 1 ]]; then
+    for ((i = 0; i < JOBS; ++i)); do
+      GTEST_TOTAL_SHARDS=$JOBS GTEST_SHARD_INDEX=$i RC_PARAMS="max_success=$RC_CASES" \
+        part "tests" "$test" --gtest_filter="${TEST_FILTER:-*}" --gtest_output="xml:$logs/tests-$i.xml" \
+        >"$logs/tests-$i.log" 2>&1 &
+    done
+  fi
   if [[ ${SKIP_SANITIZER:-0} != 1 ]]; then
     # memcheck: the generated cases and the reference inputs of every cuda target, and the PyTorch
     # recordings. racecheck: the same cuda targets (the kernels with shared memory, cp.async rings
     # and shared-memory trees, are the ones it has work on). CudaRuntime.* is left out: it
     # provokes a failing cudaMalloc on purpose.
     local cuda_targets='Registry/BackendVsRef.BitIdentical*_cuda_*:Registry/BackendVsRefLarge.*_cuda_*'
-    RC_PARAMS="max_success=$MEMCHECK_RC_CASES" compute-sanitizer --tool memcheck --leak-check full \
-      "$test" --gtest_filter="$cuda_targets:BackendVsTorch.*" >"$logs/memcheck.log" 2>&1 &
-    RC_PARAMS="max_success=$RACECHECK_RC_CASES" compute-sanitizer --tool racecheck --racecheck-report all \
-      "$test" --gtest_filter="$cuda_targets" >"$logs/racecheck.log" 2>&1 &
+    RC_PARAMS="max_success=$MEMCHECK_RC_CASES" part "memcheck" compute-sanitizer --tool memcheck --leak-check full \
+      "$test" --gtest_filter="${SANITIZER_FILTER:-$cuda_targets:BackendVsTorch.*}" >"$logs/memcheck.log" 2>&1 &
+    RC_PARAMS="max_success=$RACECHECK_RC_CASES" part "racecheck" compute-sanitizer --tool racecheck \
+      --racecheck-report all "$test" --gtest_filter="${SANITIZER_FILTER:-$cuda_targets}" >"$logs/racecheck.log" 2>&1 &
   fi
   wait
   echo "tests and sanitizers: $((SECONDS - t0)) s" >"$logs/timing.txt"
 
   if [[ ${SKIP_BENCH:-0} != 1 ]]; then
     t0=$SECONDS
-    "$CARRY/kernel_bench" ${BENCH_FILTER:+--benchmark_filter="$BENCH_FILTER"} \
+    part "benchmarks" "$CARRY/kernel_bench" ${BENCH_FILTER:+--benchmark_filter="$BENCH_FILTER"} \
       --benchmark_out="$RESULTS/bench.json" --benchmark_out_format=json >"$logs/bench.log" 2>&1
     echo "benchmarks: $((SECONDS - t0)) s" >>"$logs/timing.txt"
   fi
@@ -163,8 +184,18 @@ if failed:
     problems.append(f"{failed} failed tests")
 if findings:
     problems.append(f"{len(findings)} findings")
-if xml_count == 0:
+tests_skipped = os.environ.get("SKIP_TESTS") == "1"
+if xml_count == 0 and not tests_skipped:
     problems.append("no test results")
+if tests_skipped:
+    print("tests: not run (SKIP_TESTS=1)")
+if not (xml_count or any(os.path.exists(os.path.join(logs, t + ".log")) for t in ("memcheck", "racecheck"))
+        or os.path.exists(os.path.join(results, "bench.json"))):
+    problems.append("nothing ran")
+timed_out_path = os.path.join(logs, "timed-out.txt")
+if os.path.exists(timed_out_path):
+    for name in sorted(set(open(timed_out_path).read().split())):
+        problems.append(f"{name}: stopped by PART_TIMEOUT={os.environ.get('PART_TIMEOUT')} s (results incomplete)")
 
 def sanitizer(tool, pattern):
     path = os.path.join(logs, tool + ".log")
