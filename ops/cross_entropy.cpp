@@ -100,7 +100,9 @@ rc::Gen<int64_t> vocab() {
       {3, rc::gen::inRange<int64_t>(65, 2049)},
       {2, rc::gen::inRange<int64_t>(2049, 13000)},
       {1, rc::gen::inRange<int64_t>(13000, 40000)},
-      {1, rc::gen::element<int64_t>(151551, kGlmVocab, 151553)},
+      // GLM-4.5's vocabulary twice as often as each neighbour: a required tag, reached in ~2.8 % of
+      // cases, so that the classes test's 400 cases miss it with odds near 1e-5.
+      {1, rc::gen::element<int64_t>(151551, kGlmVocab, kGlmVocab, 151553)},
   });
 }
 
