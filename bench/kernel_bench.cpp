@@ -5,11 +5,12 @@
 // at one ILP. It counts effective bytes (every input read once, every output written once, from
 // the tensors' sizes, unless the reference input declares its own count), times the bound launch
 // with CUDA events (UseManualTime), and in the same loop times a device-to-device cudaMemcpy that
-// moves the same number of bytes (half read, half written): the roofline the kernel is compared with. The inputs are uploaded once and copied into
-// rotating sets, so that each launch starts with cold L2. Counters: bytes, GB/s, copy_GB/s,
-// pct_of_copy. Each kernel runs at every ILP the launchers offer (work items whose loads a thread
-// issues together; same bits, different speed); ilp:0 is what the backend ships, each kernel's
-// measured best. Names read <op>_<direction>/<contract>/<reference input>/ilp:<n>.
+// moves the same number of bytes (half read, half written): the roofline the kernel is compared
+// with. The inputs are uploaded once and copied into rotating sets, so that each launch starts
+// with cold L2. Counters: bytes, GB/s, copy_GB/s, pct_of_copy. Each kernel runs at every ILP the
+// launchers offer (work items whose loads a thread issues together; same bits, different speed);
+// ilp:0 is what the backend ships, each kernel's measured best. Names read
+// <op>_<direction>/<contract>/<reference input>/ilp:<n>.
 // Run with --benchmark_out=FILE --benchmark_out_format=json for Google Benchmark's own JSON.
 #include <algorithm>
 #include <cstdint>

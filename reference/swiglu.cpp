@@ -7,18 +7,8 @@
 namespace bitparity::ref {
 namespace {
 
-// y + bias when the bias variant is used: one eager add, rounded to y's dtype.
-Tensor biased_input(const Case& c) {
-  const Tensor& y = *c.input("y");
-  const Tensor* bias = c.input("bias");
-  if (!bias) return y;
-  Tensor out(y.dtype(), y.shape());
-  for (int64_t i = 0; i < y.numel(); ++i) out.set_f32(i, y.f32(i) + bias->f32(i % y.dim(1)));
-  return out;
-}
-
 TensorMap swiglu_megatron(const Case& c, const ContractInfo& contract) {
-  const Tensor y = biased_input(c);
+  const Tensor y = swiglu::biased_input(c);
   const int64_t rows = y.dim(0), F = y.dim(1) / 2;
   const std::optional<double> clamp = swiglu::active_clamp(c, contract.clamp_gate);
   const DType act = y.dtype();

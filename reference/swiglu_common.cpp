@@ -37,6 +37,15 @@ Clamped clamp_halves(float a, float b, double clamp) {
 
 }  // namespace
 
+Tensor biased_input(const Case& c) {
+  const Tensor& y = *c.input("y");
+  const Tensor* bias = c.input("bias");
+  if (!bias) return y;
+  Tensor out(y.dtype(), y.shape());
+  for (int64_t i = 0; i < y.numel(); ++i) out.set_f32(i, y.f32(i) + bias->f32(i % y.dim(1)));
+  return out;
+}
+
 float megatron_swiglu(DType act, float a, float b, std::optional<double> clamp) {
   if (!clamp) return round_to(act, round_to(act, silu_f32(a)) * b);  // F.silu(y_1) * y_2
   const Clamped c = clamp_halves(a, b, *clamp);

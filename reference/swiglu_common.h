@@ -15,6 +15,10 @@ namespace bitparity::ref::swiglu {
 // double, as Python passes it): the clamp value in effect, or none.
 std::optional<double> active_clamp(const Case& c, ClampGate gate);
 
+// y + bias (the bias variant of swiglu: one eager add, rounded to y's dtype), or y when the case has
+// no bias.
+Tensor biased_input(const Case& c);
+
 // dtype promotion of two floating tensors in eager PyTorch: equal dtypes stay, otherwise fp32
 // (bf16 with fp16 promotes to fp32 too).
 DType promote(DType a, DType b);

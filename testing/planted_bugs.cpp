@@ -55,21 +55,11 @@ Impl swapped(const Registry& registry, const std::string& op, const std::string&
   });
 }
 
-// y + bias, rounded to y's dtype (the bias variant of swiglu), or y.
-Tensor swiglu_input(const Case& c) {
-  const Tensor& y = *c.input("y");
-  const Tensor* bias = c.input("bias");
-  if (!bias) return y;
-  Tensor out(y.dtype(), y.shape());
-  for (int64_t i = 0; i < y.numel(); ++i) out.set_f32(i, y.f32(i) + bias->f32(i % y.dim(1)));
-  return out;
-}
-
 // swiglu forward with the unclamped element formula replaced; clamped elements as the reference.
 Impl swiglu_forward_with(const Registry& registry, float (*element)(DType act, float a, float b)) {
   const Impl reference = reference_impl(registry, "swiglu", "megatron_eager");
   return in_direction(reference, Direction::kForward, ref::with_canonical_nans([element](const Case& c, const ContractInfo& contract) {
-    const Tensor y = swiglu_input(c);
+    const Tensor y = ref::swiglu::biased_input(c);
     const int64_t rows = y.dim(0), F = y.dim(1) / 2;
     const std::optional<double> clamp = ref::swiglu::active_clamp(c, contract.clamp_gate);
     Tensor out(y.dtype(), {rows, F});
