@@ -2,13 +2,14 @@
 // 2.11 picks for the V, with its threads' orders and reduction trees) and the fused contract's
 // one-pass online max and sum. gpu/cross_entropy_kernels.h states the arithmetic.
 //
-// One row a block (1024 threads) for the block orders and the fused order, one row a warp for the
-// eager warp order. The eager kernels read a row twice (its max, then its sum; the backward a third
-// time for the outputs), as PyTorch's do; the fused forward reads each logit once, and the fused
-// backward twice (the forward's loads stream past L2, the backward's stay for its second pass), its
-// second pass walking each lane's elements from the last, which the first pass
-// read most recently (the likeliest to be in L2).
-//
+// One row a block (1024 threads) for the eager block orders, one row a warp for the eager warp
+// order, one row a cluster of 8 blocks (8192 lanes) for the fused order. The eager kernels read a
+// row twice (its max, then its sum; the backward a third time for the outputs), as PyTorch's do;
+// the fused forward reads each logit once, and the fused backward twice: spreading a row over a
+// cluster keeps the rows in flight (2 blocks an SM, 75 KB of a GLM-4.5 row each: about 20 MB) inside
+// L2, so the second pass, walking each lane's elements from the last, reads L2 and not HBM, and its
+// stores stream past L2 (__stcs) so as not to evict the rows still to be read.
+
 // Every rounding is an explicit __f*_rn intrinsic, so that nvcc's contraction (--fmad=true) fuses
 // nothing the contracts round twice; expf and logf are libdevice's (no fast math), as in ATen.
 #include "gpu/cross_entropy_kernels.h"
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include "gpu/runtime.h"
@@ -66,7 +68,8 @@ __device__ float block_sum(float v, float* shared) {
 }
 
 // The outputs of row `row` from its m and L: the loss (thread 0), or every d_logits element, the
-// threads `tid` of `threads` taking columns tid, tid + threads, ... (from the last where `reverse`).
+// threads `tid` of `threads` taking columns tid, tid + threads, ... (from the last, with streaming
+// stores, where `reverse`).
 __device__ void row_outputs(const CrossEntropy& a, int64_t row, float m, float L, int tid, int threads,
                             bool reverse) {
   const float* x = static_cast<const float*>(a.logits) + row * a.vocab;
@@ -83,7 +86,12 @@ __device__ void row_outputs(const CrossEntropy& a, int64_t row, float m, float L
   auto one = [&](int64_t j) {
     const float e = expf(__fsub_rn(__fsub_rn(x[j], m), L));
     const float gO = (!ignored && j == t) ? gO_t : 0.0f;
-    d[j] = __fmaf_rn(-e, G, gO);
+    const float v = __fmaf_rn(-e, G, gO);
+    if (reverse) {
+      __stcs(d + j, v);
+    } else {
+      d[j] = v;
+    }
   };
   if (!reverse) {
     for (int64_t j = tid; j < a.vocab; j += threads) one(j);
@@ -187,26 +195,37 @@ __device__ __forceinline__ Online combine(Online a, Online b) {
   return {a.m, __fmaf_rn(b.s, expf(__fsub_rn(b.m, a.m)), a.s)};
 }
 
-constexpr int kFusedUnroll = 4;  // loads a lane issues before it folds them in (one pass, bandwidth)
+constexpr int kFusedBlocks = 8;                        // a row's cluster (ref::kFusedBlocks)
+constexpr int64_t kFusedLanes = int64_t{kFusedBlocks} * kBlock;  // 8192 (ref::kFusedLanes)
+constexpr int kFusedUnroll = 4;  // loads a lane issues before it folds them in
 
-__global__ void __launch_bounds__(kBlock) fused_kernel(CrossEntropy a) {
+// Lane l = rank * 1024 + t of the row's cluster walks x_l, x_{l+8192}, ...; each block's halving tree
+// of (m, s); then every block reads the 8 block results from the cluster's shared memory and takes
+// the same halving tree over them (so all 8 hold the row's m and S, bit for bit the same).
+__global__ void __cluster_dims__(kFusedBlocks, 1, 1) __launch_bounds__(kBlock) fused_kernel(CrossEntropy a) {
   __shared__ float shared_m[kBlock];
   __shared__ float shared_s[kBlock];
+  __shared__ Online part;       // this block's (m, s), read by the cluster's blocks
+  __shared__ float row_m, row_L;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
   const int t = threadIdx.x;
-  const int64_t row = blockIdx.x;
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t lane = int64_t{rank} * kBlock + t;
+  const int64_t row = blockIdx.x / kFusedBlocks;
   const int64_t V = a.vocab;
   const float* x = static_cast<const float*>(a.logits) + row * V;
   Online o{-INFINITY, 0.0f};
-  int64_t j = t;
-  for (; j + (kFusedUnroll - 1) * kBlock < V; j += kFusedUnroll * kBlock) {
+  int64_t j = lane;
+  for (; j + (kFusedUnroll - 1) * kFusedLanes < V; j += kFusedUnroll * kFusedLanes) {
     float v[kFusedUnroll];
 #pragma unroll
-    for (int u = 0; u < kFusedUnroll; ++u) v[u] = a.backward ? x[j + u * kBlock] : __ldcs(x + j + u * kBlock);
+    for (int u = 0; u < kFusedUnroll; ++u) v[u] = a.backward ? x[j + u * kFusedLanes] : __ldcs(x + j + u * kFusedLanes);
 #pragma unroll
     for (int u = 0; u < kFusedUnroll; ++u) online_add(o, v[u]);
   }
-  for (; j < V; j += kBlock) online_add(o, x[j]);
-  // The halving tree of (m, s) over 1024 lanes: shared memory down to 32 lanes, then warp 0.
+  for (; j < V; j += kFusedLanes) online_add(o, a.backward ? x[j] : __ldcs(x + j));
+  // The block's halving tree of (m, s) over 1024 lanes: shared memory down to 32 lanes, then warp 0.
   shared_m[t] = o.m;
   shared_s[t] = o.s;
   __syncthreads();
@@ -224,13 +243,23 @@ __global__ void __launch_bounds__(kBlock) fused_kernel(CrossEntropy a) {
       const Online other{__shfl_down_sync(0xffffffffu, r.m, h), __shfl_down_sync(0xffffffffu, r.s, h)};
       r = combine(r, other);
     }
-    if (t == 0) {
-      shared_m[0] = r.m;
-      shared_s[0] = r.s;
-    }
+    if (t == 0) part = r;
   }
-  __syncthreads();
-  row_outputs(a, row, shared_m[0], logf(shared_s[0]), t, kBlock, true);
+  cluster.sync();  // every block's part is written
+  if (t == 0) {
+    Online b[kFusedBlocks];
+#pragma unroll
+    for (int r = 0; r < kFusedBlocks; ++r) b[r] = *cluster.map_shared_rank(&part, r);
+#pragma unroll
+    for (int h = kFusedBlocks / 2; h >= 1; h >>= 1)
+#pragma unroll
+      for (int r = 0; r < h; ++r) b[r] = combine(b[r], b[r + h]);
+    row_m = b[0].m;
+    row_L = logf(b[0].s);
+  }
+  cluster.sync();  // row_m and row_L are set, and no block leaves while another may read its part
+  if (!a.backward && rank != 0) return;  // the loss is one element, written by rank 0's thread 0
+  row_outputs(a, row, row_m, row_L, static_cast<int>(lane), static_cast<int>(kFusedLanes), true);
 }
 
 int64_t next_pow2(int64_t n) {
@@ -246,7 +275,9 @@ void launch_cross_entropy(const CrossEntropy& a) {
   const auto stream = static_cast<cudaStream_t>(a.stream);
   const auto rows = static_cast<unsigned>(a.rows);
   if (a.order == CrossEntropyOrder::kFused) {
-    fused_kernel<<<rows, kBlock, 0, stream>>>(a);
+    if (a.rows > INT32_MAX / kFusedBlocks)
+      throw CudaError(cudaErrorInvalidValue, "cross_entropy fused: more rows than one launch takes");
+    fused_kernel<<<rows * kFusedBlocks, kBlock, 0, stream>>>(a);
     check_launch("cross_entropy fused", a.stream);
     return;
   }

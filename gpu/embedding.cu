@@ -3,11 +3,12 @@
 // Forward: one warp per position row at a time; lane l copies packets l, l + 32, ... of the row,
 // kIlp of them loaded before any is stored. Backward: a prepare kernel writes each position's local
 // row (the sort key; masked positions at row 0) and its position (bit 31 set where masked), CUB's
-// radix sort orders them by row (stable: each row's positions ascend, as in ATen's sorts), and one
-// warp per 32 columns (or 16-byte packets) of a d_weight row finds the row's run in the sorted keys
-// (two binary searches), folds the gradients of each column in order under the contract's rounding
-// and stores them, +0 where no position names the row. The
-// fold is a per-column state machine; every addition is a plain fp32 add (no product to contract).
+// radix sort orders them by row (stable: each row's positions ascend, as in ATen's sorts), a table
+// of run starts (one binary search a row, all rows in parallel) gives each row's run of sorted
+// positions, and one warp per 32 columns (or 16-byte packets) of a d_weight row folds the
+// gradients of each column over the row's run in order under the contract's rounding and stores
+// them, +0 where no position names the row. The fold is a per-column state machine; every addition
+// is a plain fp32 add (no product to contract).
 #include <cub/device/device_radix_sort.cuh>
 
 #include "gpu/common/dtype_io.cuh"
@@ -106,7 +107,7 @@ int key_bits(int64_t V) {
 }
 
 struct SortLayout {
-  size_t keys_in = 0, keys_out = 0, vals_in = 0, vals_out = 0, temp = 0, temp_bytes = 0, total = 0;
+  size_t keys_in = 0, keys_out = 0, vals_in = 0, vals_out = 0, starts = 0, temp = 0, temp_bytes = 0, total = 0;
 };
 
 size_t aligned(size_t n) { return (n + 255) / 256 * 256; }
@@ -123,7 +124,8 @@ SortLayout sort_layout(int64_t P, int64_t V) {
   l.keys_out = words;
   l.vals_in = 2 * words;
   l.vals_out = 3 * words;
-  l.temp = 4 * words;
+  l.starts = 4 * words;  // V + 1 run starts
+  l.temp = l.starts + aligned(static_cast<size_t>(V + 1) * sizeof(uint32_t));
   l.total = l.temp + aligned(l.temp_bytes);
   return l;
 }
@@ -180,6 +182,15 @@ __device__ __forceinline__ uint32_t lower_bound(const uint32_t* keys, uint32_t n
   return lo;
 }
 
+// starts[v] = the first sorted position of row v or a later row, v = 0..V (starts[V] = P): row v's
+// run is [starts[v], starts[v + 1]). One binary search a row, all in parallel, so that the fold's
+// warps find a row's run with two loads instead of two searches each.
+__global__ void run_starts(const uint32_t* __restrict__ keys, uint32_t* __restrict__ starts, int64_t P, int64_t V) {
+  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v <= V;
+       v += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    starts[v] = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v)) : 0;
+}
+
 // The gradient units (one element, or an N-element packet) of position val's row at unit j, as fp32;
 // +0 where the position is masked.
 template <class T, int N>
@@ -199,18 +210,17 @@ __device__ __forceinline__ void load_unit(const typename T::Storage* g, uint32_t
 // positions, kIlp positions' loads in flight before their additions, which stay in order.
 template <class T, int N, EmbeddingFold kFold, int kIlp>
 __global__ void __launch_bounds__(kThreads) fold_rows(const typename T::Storage* __restrict__ g,
-                                                      const uint32_t* __restrict__ keys,
+                                                      const uint32_t* __restrict__ starts,
                                                       const uint32_t* __restrict__ vals,
-                                                      typename T::Storage* __restrict__ d_weight, int64_t P,
-                                                      int64_t H, int64_t V) {
+                                                      typename T::Storage* __restrict__ d_weight, int64_t H,
+                                                      int64_t V) {
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
   const int64_t units = H / N, blocks = (units + kWarp - 1) / kWarp;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; w < V * blocks;
        w += warps) {
     const int64_t v = w / blocks, j = (w - v * blocks) * kWarp + lane;
-    const uint32_t begin = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v)) : 0;
-    const uint32_t end = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v) + 1) : 0;
+    const uint32_t begin = starts[v], end = starts[v + 1];
     if (j >= units) continue;
     ColumnFold<T, kFold> f[N];
     for (uint32_t i0 = begin; i0 < end; i0 += kIlp) {
@@ -297,7 +307,7 @@ int flat_grid(int64_t n) {
 }
 
 template <class T, EmbeddingFold kFold, int kIlp>
-void launch_fold_ilp(const EmbeddingBackward& a, const uint32_t* keys, const uint32_t* vals) {
+void launch_fold_ilp(const EmbeddingBackward& a, const uint32_t* starts, const uint32_t* vals) {
   using S = typename T::Storage;
   const auto stream = static_cast<cudaStream_t>(a.stream);
   const S* g = static_cast<const S*>(a.g);
@@ -306,18 +316,18 @@ void launch_fold_ilp(const EmbeddingBackward& a, const uint32_t* keys, const uin
   const int64_t units = packets ? a.H / kPacket<T> : a.H;
   const int grid = warps_grid(a.rows.V * ((units + kWarp - 1) / kWarp));
   if (packets)
-    fold_rows<T, kPacket<T>, kFold, kIlp><<<grid, kThreads, 0, stream>>>(g, keys, vals, dw, a.P, a.H, a.rows.V);
+    fold_rows<T, kPacket<T>, kFold, kIlp><<<grid, kThreads, 0, stream>>>(g, starts, vals, dw, a.H, a.rows.V);
   else
-    fold_rows<T, 1, kFold, kIlp><<<grid, kThreads, 0, stream>>>(g, keys, vals, dw, a.P, a.H, a.rows.V);
+    fold_rows<T, 1, kFold, kIlp><<<grid, kThreads, 0, stream>>>(g, starts, vals, dw, a.H, a.rows.V);
   check_launch("embedding backward fold", a.stream);
 }
 
 template <class T, EmbeddingFold kFold>
-void launch_fold(const EmbeddingBackward& a, const uint32_t* keys, const uint32_t* vals) {
+void launch_fold(const EmbeddingBackward& a, const uint32_t* starts, const uint32_t* vals) {
   switch (a.ilp == kIlpDefault ? 4 : a.ilp) {
-    case 1: return launch_fold_ilp<T, kFold, 1>(a, keys, vals);
-    case 2: return launch_fold_ilp<T, kFold, 2>(a, keys, vals);
-    case 4: return launch_fold_ilp<T, kFold, 4>(a, keys, vals);
+    case 1: return launch_fold_ilp<T, kFold, 1>(a, starts, vals);
+    case 2: return launch_fold_ilp<T, kFold, 2>(a, starts, vals);
+    case 4: return launch_fold_ilp<T, kFold, 4>(a, starts, vals);
     default: throw std::invalid_argument("embedding: ilp must be 1, 2 or 4; got " + std::to_string(a.ilp));
   }
 }
@@ -355,11 +365,16 @@ void launch_backward_as(const EmbeddingBackward& a) {
                                                static_cast<int>(a.P), 0, key_bits(V), stream),
                "cub::DeviceRadixSort::SortPairs");
   }
+  auto* starts = reinterpret_cast<uint32_t*>(ws + l.starts);
+  if (a.fold != EmbeddingFold::kWarpTree) {
+    run_starts<<<flat_grid(V + 1), kThreads, 0, stream>>>(keys_out, starts, a.P, V);
+    check_launch("embedding backward run starts", a.stream);
+  }
   switch (a.fold) {
-    case EmbeddingFold::kPerStep: return launch_fold<T, EmbeddingFold::kPerStep>(a, keys_out, vals_out);
-    case EmbeddingFold::kOnce: return launch_fold<T, EmbeddingFold::kOnce>(a, keys_out, vals_out);
-    case EmbeddingFold::kChunks: return launch_fold<T, EmbeddingFold::kChunks>(a, keys_out, vals_out);
-    case EmbeddingFold::kPartials: return launch_fold<T, EmbeddingFold::kPartials>(a, keys_out, vals_out);
+    case EmbeddingFold::kPerStep: return launch_fold<T, EmbeddingFold::kPerStep>(a, starts, vals_out);
+    case EmbeddingFold::kOnce: return launch_fold<T, EmbeddingFold::kOnce>(a, starts, vals_out);
+    case EmbeddingFold::kChunks: return launch_fold<T, EmbeddingFold::kChunks>(a, starts, vals_out);
+    case EmbeddingFold::kPartials: return launch_fold<T, EmbeddingFold::kPartials>(a, starts, vals_out);
     case EmbeddingFold::kWarpTree:
       fold_warp_tree<T><<<flat_grid(V), kThreads, 0, stream>>>(static_cast<const S*>(a.g), keys_out, vals_out,
                                                                static_cast<S*>(a.d_weight), a.P, V);

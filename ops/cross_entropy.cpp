@@ -30,8 +30,8 @@ const char* const kEagerFrom =
     "nll_loss_backward_no_reduce + _log_softmax_backward_data (fma(-exp(logp), sum, gO)); libdevice expf/logf; "
     "spec/cross-entropy-order.md, 0 mismatches over 300 M elements; Megatron-LM #5335 language_module.py";
 const char* const kFusedFrom =
-    "bitparity's fused kernel: one read of the logits, 1024 lanes a row with an online max and sum, a halving tree of "
-    "(max, sum) pairs, then eager's output formula (x - m) - logf(S) and backward fma(-expf(logp), G, gO)";
+    "bitparity's fused kernel: one read of the logits, 8192 lanes a row (a cluster of 8 blocks of 1024) with an online "
+    "max and sum, halving trees of (max, sum) pairs in each block and over the 8 blocks, then eager's output formula (x - m) - logf(S) and backward fma(-expf(logp), G, gO)";
 
 constexpr int64_t kDefaultIgnoreIndex = -100;
 constexpr int64_t kGlmVocab = 151552;  // GLM-4.5's vocabulary
@@ -509,7 +509,8 @@ OpInfo cross_entropy() {
        "loss -logp_t; backward fma(-expf(logp), G, gO); libdevice expf/logf",
        kEagerFrom},
       {"fused",
-       "one pass, 1024 lanes a row with an online max and sum combined by a halving tree; then eager's formulas",
+       "one pass, 8192 lanes a row with an online max and sum combined by halving trees (each block's 1024, then the 8 "
+       "blocks); then eager's formulas",
        kFusedFrom}};
   op.validate = validate;
   op.generate = generate;

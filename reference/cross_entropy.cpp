@@ -179,11 +179,19 @@ Online combine(const Online& a, const Online& b) {
 }  // namespace
 
 RowStats fused_row_stats(std::span<const float> row) {
-  std::vector<Online> lanes(static_cast<size_t>(kFusedLanes));
-  for (size_t j = 0; j < row.size(); ++j) online_add(lanes[j % kFusedLanes], row[j]);
-  for (size_t h = kFusedLanes / 2; h >= 1; h /= 2)
-    for (size_t l = 0; l < h; ++l) lanes[l] = combine(lanes[l], lanes[l + h]);
-  return {lanes[0].m, lanes[0].s};
+  constexpr auto kLanes = static_cast<size_t>(kFusedLanes), kBlockLanes = static_cast<size_t>(kFusedBlockLanes);
+  std::vector<Online> lanes(kLanes);
+  for (size_t j = 0; j < row.size(); ++j) online_add(lanes[j % kLanes], row[j]);
+  std::vector<Online> blocks(static_cast<size_t>(kFusedBlocks));
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    Online* v = lanes.data() + b * kBlockLanes;
+    for (size_t h = kBlockLanes / 2; h >= 1; h /= 2)
+      for (size_t t = 0; t < h; ++t) v[t] = combine(v[t], v[t + h]);
+    blocks[b] = v[0];
+  }
+  for (size_t h = blocks.size() / 2; h >= 1; h /= 2)
+    for (size_t b = 0; b < h; ++b) blocks[b] = combine(blocks[b], blocks[b + h]);
+  return {blocks[0].m, blocks[0].s};
 }
 
 namespace {

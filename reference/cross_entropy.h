@@ -47,12 +47,16 @@ struct RowStats {
 };
 RowStats eager_row_stats(std::span<const float> row, int64_t row_index);
 
-// The fused contract's order: 1024 lanes, lane l takes x_l, x_{l+1024}, ... and keeps an online
-// (m, s) from (-Inf, +0): x > m: s = fma(s, expf(m - x), 1), m = x; x == -Inf: nothing; otherwise
-// s = s + expf(x - m). Lanes then combine by a halving tree v[l] = combine(v[l], v[l + h]),
-// h = 512, ..., 1, where combine(a, b) is: b.m > a.m: (b.m, fma(a.s, expf(a.m - b.m), b.s));
-// b.m == -Inf: a; otherwise (a.m, fma(b.s, expf(b.m - a.m), a.s)).
-inline constexpr int64_t kFusedLanes = 1024;
+// The fused contract's order: a row is split over kFusedBlocks blocks of kFusedBlockLanes lanes
+// (one thread block cluster), kFusedLanes = 8192 lanes in all; lane l = b * 1024 + t takes x_l,
+// x_{l+8192}, ... and keeps an online (m, s) from (-Inf, +0): x > m: s = fma(s, expf(m - x), 1),
+// m = x; x == -Inf: nothing; otherwise s = s + expf(x - m). Each block's 1024 lanes then combine by
+// a halving tree v[t] = combine(v[t], v[t + h]), h = 512, ..., 1, and the 8 block results by a
+// halving tree over the blocks (h = 4, 2, 1), where combine(a, b) is: b.m > a.m:
+// (b.m, fma(a.s, expf(a.m - b.m), b.s)); b.m == -Inf: a; otherwise (a.m, fma(b.s, expf(b.m - a.m), a.s)).
+inline constexpr int64_t kFusedBlocks = 8;
+inline constexpr int64_t kFusedBlockLanes = 1024;
+inline constexpr int64_t kFusedLanes = kFusedBlocks * kFusedBlockLanes;
 RowStats fused_row_stats(std::span<const float> row);
 
 }  // namespace bitparity::ref
