@@ -133,28 +133,39 @@ def inputs_of(p, seed):
             rr.on_device(g, "fp32"))
 
 
+def eager_loss(x, labels, ignore):
+    """Megatron's eager loss: F.cross_entropy(reduction='none') on the fp32 [N, V] logits."""
+    return rr.F.cross_entropy(x, labels, reduction="none", ignore_index=ignore)
+
+
+def eager_backward(x, labels, g, ignore):
+    """The loss and d_logits of autograd through eager_loss for the upstream g. Returns (the
+    backward's own loss, d_logits)."""
+    xb = x.clone().contiguous().requires_grad_(True)  # a fresh, aligned allocation like the forward's
+    lb = eager_loss(xb, labels, ignore)
+    if x.shape[0]:  # an empty batch has no backward to run: its gradient is the empty [0, V]
+        lb.backward(g)
+    rr.sync()
+    dl = xb.grad if xb.grad is not None else rr.torch.zeros_like(xb)
+    return lb.detach(), dl
+
+
 def docs_of(p, seed, notes):
-    torch, F = rr.torch, rr.F
     x, labels, g = inputs_of(p, seed)
     ignore = DEFAULT_IGNORE if p["ignore_index"] is None else p["ignore_index"]
     attrs = {} if p["ignore_index"] is None else {"ignore_index": p["ignore_index"]}
-    loss = F.cross_entropy(x, labels, reduction="none", ignore_index=ignore)
+    loss = eager_loss(x, labels, ignore)
     docs = [("megatron_eager", "fwd", attrs, {"logits": rr.tensor_json(x), "labels": rr.tensor_json(labels)},
              {"loss": rr.tensor_json(loss)})]
     nb = p["N_bwd"]
-    xb = x[:nb].clone().contiguous().requires_grad_(True)  # a fresh, aligned allocation like the forward's
-    lb = F.cross_entropy(xb, labels[:nb], reduction="none", ignore_index=ignore)
-    if nb:  # an empty batch has no backward to run: its gradient is the empty [0, V]
-        lb.backward(g[:nb])
-    rr.sync()
-    if nb and not rr.same_bits(lb.detach(), loss[:nb]):
+    lb, dl = eager_backward(x[:nb], labels[:nb], g[:nb], ignore)
+    if nb and not rr.same_bits(lb, loss[:nb]):
         rr.note(notes, "cross_entropy: the backward's own forward differs from the forward's first rows")
-    dl = xb.grad if xb.grad is not None else torch.zeros_like(xb)
     docs.append(("megatron_eager", "bwd", attrs,
-                 {"logits": rr.tensor_json(xb.detach()), "labels": rr.tensor_json(labels[:nb]),
+                 {"logits": rr.tensor_json(x[:nb]), "labels": rr.tensor_json(labels[:nb]),
                   "g": rr.tensor_json(g[:nb])},
                  {"d_logits": rr.tensor_json(dl)}))
-    neg_zero = int((loss == 0).logical_and(torch.signbit(loss)).sum())
+    neg_zero = int((loss == 0).logical_and(rr.torch.signbit(loss)).sum())
     rr.note(notes, "cross_entropy: losses that are -0.0 (S == 1 at the label)", neg_zero)
     return docs
 

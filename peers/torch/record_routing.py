@@ -270,20 +270,23 @@ def rng_for(seed, stream, index):
 
 
 # ---- Megatron-LM f5b5555ec6, moe_utils.py, in its arithmetic (bit-exact mode) ------------------
-def router_aligned(logits, expert_bias, topk, score, scaling_factor):
+def router_aligned(logits, expert_bias, topk, score, scaling_factor, select=None):
     """topk_softmax_with_capacity, lines 736-786, score_function sigmoid (or sqrt_softplus),
     _is_bit_exact() true, no groups, no capacity. The probs buffer takes P's dtype (see NOTE in
-    main(): zeros_like(logits) rejects fp32 P for bf16 logits)."""
+    main(): zeros_like(logits) rejects fp32 P for bf16 logits). `select` stands in for torch.topk
+    (same arguments and results): peers/torch/worker.py passes one that returns the slots a backward
+    case gives, since the backward's reduction runs over the slots in that order."""
+    select = select or torch.topk
     if score == "sigmoid":
         scores = torch.sigmoid(logits.float()).type_as(logits)
     else:
         scores = F.softplus(logits.float()).sqrt().type_as(logits)
     if expert_bias is not None:
         scores_for_routing = scores + expert_bias
-        _, top_indices = torch.topk(scores_for_routing, k=topk, dim=1)
+        _, top_indices = select(scores_for_routing, k=topk, dim=1)
         scores = torch.gather(scores, dim=1, index=top_indices).type_as(logits)
     else:
-        scores, top_indices = torch.topk(scores, k=topk, dim=1)
+        scores, top_indices = select(scores, k=topk, dim=1)
     _scores_f64 = scores.double()
     _sum_f64 = _scores_f64.sum(dim=-1, keepdim=True)
     _denom = _sum_f64.float() + ROUTER_EPS

@@ -14,13 +14,24 @@ import argparse
 import json
 import math
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-
-DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-UINT = {"bf16": torch.int16, "fp16": torch.int16, "fp32": torch.int32}
+# numpy and torch are imported by load_torch(), so that importing this module (peers/torch/worker.py
+# does, for the functions below) needs neither.
+np = None
+torch = None
+F = None
+DT = None
+UINT = None
 WIDTH = {"bf16": 4, "fp16": 4, "fp32": 8}
+
+
+def load_torch():
+    global np, torch, F, DT, UINT
+    import numpy
+    import torch as torch_module
+    import torch.nn.functional as functional
+    np, torch, F = numpy, torch_module, functional
+    DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    UINT = {"bf16": torch.int16, "fp16": torch.int16, "fp32": torch.int32}
 
 
 # ---- Megatron-LM functions, verbatim in their arithmetic ----------------------------------
@@ -111,6 +122,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--count", type=int, default=160)
     args = ap.parse_args()
+    load_torch()
     rng = np.random.default_rng(args.seed)
     torch.manual_seed(args.seed)
     clamps = [None, None, 7.0, 0.5, 1e-300, 0.0, -0.0, -2.0, math.inf, math.nan, 3.3]

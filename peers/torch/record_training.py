@@ -63,10 +63,15 @@ def fanout_inputs(p, seed):
     return {name: rr.on_device(v, p["dt"]) for name, v in zip(FANOUT_INPUTS, (g_r, g_d, g_s))}
 
 
+def fanout_orders(g):
+    """d_hidden of each contract: eager adds of the three clones' gradients in its order."""
+    return {"glm45": (g["g_dispatcher"] + g["g_shared"]) + g["g_router"],
+            "dsv4": (g["g_dispatcher"] + g["g_router"]) + g["g_shared"]}
+
+
 def fanout_docs(p, seed, notes):
     g = fanout_inputs(p, seed)
-    orders = {"glm45": (g["g_dispatcher"] + g["g_shared"]) + g["g_router"],
-              "dsv4": (g["g_dispatcher"] + g["g_router"]) + g["g_shared"]}
+    orders = fanout_orders(g)
     observe_autograd(g, orders, notes)
     inputs = {name: rr.tensor_json(t) for name, t in g.items()}
     return [(contract, "fwd", inputs, {"d_hidden": rr.tensor_json(out)}) for contract, out in orders.items()]
@@ -140,9 +145,14 @@ def adamw_docs(p, seed, notes):
         return []
 
 
-def adamw_step_docs(p, seed, notes):
-    x = adamw_inputs(p, seed)
-    a = p["attrs"]
+# torch.optim.AdamW's defaults, for attributes a case leaves out (ops/adamw_step.cpp documents them).
+ADAMW_DEFAULTS = {"lr": 1e-3, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 1e-2, "maximize": False}
+
+
+def adamw_fused_step(x, attrs):
+    """One AdamW(fused=True) step on a parameter whose state (exp_avg, exp_avg_sq, the fp32 step
+    counter at step - 1) is set first. Returns (param, exp_avg, exp_avg_sq, the step counter after)."""
+    a = dict(ADAMW_DEFAULTS, **attrs)
     weight = rr.torch.nn.Parameter(x["param"].clone())
     weight.grad = x["grad"].clone()
     opt = rr.torch.optim.AdamW([weight], lr=a["lr"], betas=(a["beta1"], a["beta2"]), eps=a["eps"],
@@ -152,11 +162,18 @@ def adamw_step_docs(p, seed, notes):
     opt.step()
     rr.sync()
     st = opt.state[weight]
+    return weight.detach(), st["exp_avg"], st["exp_avg_sq"], st["step"]
+
+
+def adamw_step_docs(p, seed, notes):
+    x = adamw_inputs(p, seed)
+    a = p["attrs"]
+    param, exp_avg, exp_avg_sq, step = adamw_fused_step(x, a)
     rr.note(notes, "adamw_step: the fp32 step counter after the step of attribute step = 2^24 + 3: %r"
-            % float(st["step"]) if a["step"] == 2 ** 24 + 3 else "adamw_step: steps recorded")
+            % float(step) if a["step"] == 2 ** 24 + 3 else "adamw_step: steps recorded")
     inputs = {name: rr.tensor_json(t) for name, t in x.items()}
-    outputs = {"param": rr.tensor_json(weight.detach()), "exp_avg": rr.tensor_json(st["exp_avg"]),
-               "exp_avg_sq": rr.tensor_json(st["exp_avg_sq"])}
+    outputs = {"param": rr.tensor_json(param), "exp_avg": rr.tensor_json(exp_avg),
+               "exp_avg_sq": rr.tensor_json(exp_avg_sq)}
     return [("megatron_eager", "fwd", inputs, outputs)]
 
 
@@ -195,43 +212,57 @@ def finalize_inputs(p, seed):
     return x
 
 
-def finalize_docs(p, seed, notes):
-    torch = rr.torch
-    x = finalize_inputs(p, seed)
-    a = p["attrs"]
-    inputs = {name: rr.tensor_json(t) for name, t in x.items()}
-    docs = []
-    # #5335, loss normalized in the graph: num_tokens dropped, 1 / dp_size after the sync.
+FINALIZE_RATE_DEFAULT = 1e-3  # moe_router_bias_update_rate's default
+
+
+def finalize_aligned(x, attrs):
+    """#5335, loss normalized in the graph: num_tokens dropped, 1 / dp_size after the sync; the
+    expert buffers (when given) pass unchanged. Returns the outputs by name."""
     g = x["main_grad"].clone()
-    if a["dp_size"] > 1:
-        g *= 1.0 / a["dp_size"]
-    outputs = {"main_grad": rr.tensor_json(g)}
-    if p["E"]:
-        outputs["tokens_per_expert"] = rr.tensor_json(x["tokens_per_expert"])
-        outputs["expert_bias"] = rr.tensor_json(x["expert_bias"])
-    docs.append(("megatron_aligned", "fwd", inputs, outputs))
-    # core_r0.13: the expert bias first (finalize_model_grads' order), then 1 / num_tokens.
-    outputs = {}
-    if p["E"]:
+    if attrs["dp_size"] > 1:
+        g *= 1.0 / attrs["dp_size"]
+    out = {"main_grad": g}
+    for name in ("tokens_per_expert", "expert_bias"):
+        if name in x:
+            out[name] = x[name]
+    return out
+
+
+def finalize_r013(x, attrs, notes=None):
+    """core_r0.13: the expert bias first (finalize_model_grads' order), then 1 / num_tokens."""
+    torch = rr.torch
+    out = {}
+    if "tokens_per_expert" in x and "expert_bias" in x:
         tokens_per_expert = x["tokens_per_expert"].clone()
         expert_bias = x["expert_bias"].clone()
         average_tokens = tokens_per_expert.sum(dim=-1, keepdim=True) / tokens_per_expert.shape[-1]
         offset = average_tokens - tokens_per_expert
-        updated_expert_bias = expert_bias + torch.sign(offset) * a["bias_update_rate"]
+        rate = attrs.get("bias_update_rate", FINALIZE_RATE_DEFAULT)
+        updated_expert_bias = expert_bias + torch.sign(offset) * rate
         tokens_per_expert.zero_()
         expert_bias.copy_(updated_expert_bias)
-        outputs["tokens_per_expert"] = rr.tensor_json(tokens_per_expert)
-        outputs["expert_bias"] = rr.tensor_json(expert_bias)
+        out["tokens_per_expert"] = tokens_per_expert
+        out["expert_bias"] = expert_bias
     g = x["main_grad"].clone()
-    if "num_tokens" in a:
-        num_tokens = torch.tensor(a["num_tokens"], dtype=torch.int, device=rr.DEVICE)
+    if "num_tokens" in attrs:
+        num_tokens = torch.tensor(attrs["num_tokens"], dtype=torch.int, device=rr.DEVICE)
         if num_tokens > 0:
             scaling = 1.0 / num_tokens
-            rr.note(notes, "grad_finalize r0.13: 1.0 / num_tokens (int32) has dtype %s" % scaling.dtype, None)
+            if notes is not None:
+                rr.note(notes, "grad_finalize r0.13: 1.0 / num_tokens (int32) has dtype %s" % scaling.dtype, None)
             g *= scaling
-    outputs["main_grad"] = rr.tensor_json(g)
-    docs.append(("megatron_r013", "fwd", inputs, outputs))
-    return docs
+    out["main_grad"] = g
+    return out
+
+
+def finalize_docs(p, seed, notes):
+    x = finalize_inputs(p, seed)
+    a = p["attrs"]
+    inputs = {name: rr.tensor_json(t) for name, t in x.items()}
+    aligned = finalize_aligned(x, a)
+    r013 = finalize_r013(x, a, notes)
+    return [(contract, "fwd", inputs, {name: rr.tensor_json(t) for name, t in out.items()})
+            for contract, out in (("megatron_aligned", aligned), ("megatron_r013", r013))]
 
 
 RECORDERS = {"fanout_grad": (fanout_plan, fanout_docs, FANOUT_SOURCE),
