@@ -559,16 +559,11 @@ def answer(request):
         return {"id": rid, "error": message}, ok
 
 
-def serve():
-    load_torch()
-    # The protocol owns the original stdout; anything else written to fd 1 (a stray print, a
-    # library's message) goes to stderr, where bitparity keeps it for fault messages.
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    protocol.write(json.dumps(hello()) + "\n")
-    protocol.flush()
-    stdin = sys.stdin.buffer
+def protocol_loop(stdin, out, respond):
+    """Writes the hello, then one answer line per request line (blank lines skipped), flushing each,
+    until stdin ends (returns 0). `respond` maps a parsed request to (answer, the context works)."""
+    out.write(json.dumps(hello()) + "\n")
+    out.flush()
     while True:
         line = stdin.readline()
         if not line:
@@ -576,16 +571,26 @@ def serve():
         if not line.strip():
             continue
         try:
-            request = json.loads(line.decode("utf-8"))
+            request = json.loads(line.decode("utf-8") if isinstance(line, bytes) else line)
         except (UnicodeDecodeError, ValueError) as e:
             reply, ok = {"id": 0, "error": "the request is not a JSON document: %s" % e}, True
         else:
-            reply, ok = answer(request)
+            reply, ok = respond(request)
         if not ok:
             die(EXIT_CONTEXT_LOST, "the CUDA context stopped working on request %d (%s); exiting so that a fresh "
                                    "worker serves the next case" % (reply["id"], reply["error"][:500]))
-        protocol.write(json.dumps(reply, separators=(",", ":")) + "\n")
-        protocol.flush()
+        out.write(json.dumps(reply, separators=(",", ":")) + "\n")
+        out.flush()
+
+
+def serve():
+    load_torch()
+    # The protocol owns the original stdout; anything else written to fd 1 (a stray print, a
+    # library's message) goes to stderr, where bitparity keeps it for fault messages.
+    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return protocol_loop(sys.stdin.buffer, protocol, answer)
 
 
 # ---- the self-test over the recordings --------------------------------------------------------------
