@@ -8,6 +8,7 @@ on the recorded ones.
         campaign --pair ref:megatron_eager,torch:megatron_eager --budget-seconds 300 --seed 7
     bitparity --exec torch="python3 peers/torch/worker.py" \\
         campaign --pair cuda:megatron_eager,torch:megatron_eager --budget-seconds 300
+    bitparity --exec torch="python3 peers/torch/worker.py" diff --case case.json ref:glm45 torch:glm45
     python3 peers/torch/worker.py --selftest                 # every recording in peers/torch
     python3 peers/torch/worker.py --selftest peers/torch/routing.jsonl.gz
 
@@ -19,6 +20,13 @@ element's most significant digit first. An exception while computing is an "erro
 worker serves on; only a CUDA context that no longer works (a device-side assert, an illegal
 address) ends it, without an answer, so that bitparity charges the fault to the case that caused
 it and starts a fresh worker for the next one.
+
+Served (the hello names them): swiglu and swiglu_scale under megatron_eager and megatron_unfused,
+router_topk under megatron_eager and baseline (forward), permute and unpermute under
+megatron_eager, fanout_grad (glm45, dsv4), adamw_step (megatron_eager), grad_finalize
+(megatron_aligned, megatron_r013), embedding (megatron_eager, baseline) and cross_entropy
+(megatron_eager). Not served: what no recorder runs (PaddleFleet's kernels, the fused cross entropy,
+the atomic baselines of permute, unpermute and embedding).
 
 `--selftest` pushes every recorded case (peers/torch/*.jsonl.gz, or the files named) through the
 same dispatch and compares the outputs' bits with the recorded ones; it prints counts per op,
