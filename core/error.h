@@ -31,4 +31,12 @@ class RejectError : public std::runtime_error {
   std::string error_class_;
 };
 
+// A backend's process died, hung or broke its protocol while it computed a case (an illegal
+// address on a GPU, a crashed or stuck worker): the case may be what killed it. Harnesses record
+// it as a `device_fault` finding, never a skip, and go on with a fresh process.
+class DeviceFault : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 }  // namespace bitparity

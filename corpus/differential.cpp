@@ -25,6 +25,7 @@ std::string hex_bits(DType dtype, uint64_t bits) {
 std::string describe_side(const std::string& name, const Outcome& side) {
   if (!side.rejected()) return name + " returned outputs";
   if (side.reject_class == kBackendError) return name + " failed: " + side.message;
+  if (side.reject_class == kDeviceFault) return name + " faulted: " + side.message;
   return name + " rejected (" + side.reject_class + "): " + side.message;
 }
 
@@ -54,7 +55,7 @@ bool BackendPair::same_contract() const {
 
 bool is_differential_kind(std::string_view kind) {
   return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch || kind == kBackendError ||
-         kind == kNondeterminism;
+         kind == kNondeterminism || kind == kDeviceFault;
 }
 
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c) {
@@ -65,6 +66,8 @@ Outcome run_side(const Registry& registry, const std::string& backend, const Cas
   if (!usable) return run_outcome(registry, backend, c);
   try {
     return run_outcome(registry, backend, c);
+  } catch (const DeviceFault& e) {
+    return Outcome{std::nullopt, std::string(kDeviceFault), e.what()};
   } catch (const std::exception& e) {
     return Outcome{std::nullopt, std::string(kBackendError), e.what()};
   }
@@ -129,6 +132,17 @@ namespace {
 DiffResult classify_outcomes(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                              const CompareOptions& options) {
   DiffResult r;
+  // A fault outranks an error: the process is gone, whatever the other side did.
+  const bool a_faulted = a.rejected() && a.reject_class == kDeviceFault;
+  const bool b_faulted = b.rejected() && b.reject_class == kDeviceFault;
+  if (a_faulted || b_faulted) {
+    r.verdict = DiffVerdict::kFinding;
+    r.kind = kDeviceFault;
+    r.output = std::string("fault:") + (a_faulted && b_faulted ? "both" : a_faulted ? "a" : "b");
+    r.message = case_title(c) + " " + pair.name() + ": device fault\n" + describe_side(pair.a, a) + "\n" +
+                describe_side(pair.b, b);
+    return r;
+  }
   const bool a_failed = a.rejected() && a.reject_class == kBackendError;
   const bool b_failed = b.rejected() && b.reject_class == kBackendError;
   if (a_failed || b_failed) {
@@ -166,9 +180,9 @@ DiffResult classify_outcomes(const Case& c, const BackendPair& pair, const Outco
 DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                     const CompareOptions& options) {
   DiffResult r = classify_outcomes(c, pair, a, b, options);
-  // One backend twice: a backend error is still that, any other difference is nondeterminism (the
+  // One backend twice: a backend error or a device fault is still that, any other difference is nondeterminism (the
   // output names what differed: an output, or "rejects:a/b" when only one run rejected).
-  if (pair.twice() && r.verdict == DiffVerdict::kFinding && r.kind != kBackendError) {
+  if (pair.twice() && r.verdict == DiffVerdict::kFinding && r.kind != kBackendError && r.kind != kDeviceFault) {
     r.message = "nondeterminism: two runs of " + pair.a + " differ (" + r.kind + ")\n" + r.message;
     r.kind = kNondeterminism;
   }

@@ -26,7 +26,11 @@ inline constexpr std::string_view kBackendError = "backend_error";
 // A backend paired with itself (the pair "K:C vs K:C" runs it twice on the case) gave two
 // different results: different bits, shapes or verdicts. Shrunk and kept like the others.
 inline constexpr std::string_view kNondeterminism = "nondeterminism";
-// Whether `kind` is one of the five above: the kinds a differential run, and so a corpus entry,
+// A backend's process died, hung or broke its protocol on the case (DeviceFault: a worker that
+// crashed, an illegal address): the case may be what killed it. Shrunk (each run in a fresh
+// process) and kept like the others.
+inline constexpr std::string_view kDeviceFault = "device_fault";
+// Whether `kind` is one of the six above: the kinds a differential run, and so a corpus entry,
 // records. Other harnesses report other kinds (invariance_violation).
 bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
@@ -74,8 +78,8 @@ struct DiffResult {
 DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                     const CompareOptions& options = {});
 // One side of a differential run: run_outcome, except that an exception of the implementation
-// itself (anything but a RejectError) becomes an outcome whose reject_class is kBackendError and
-// whose message is the exception's text. A backend that is unknown, cannot run here or does not
+// itself (anything but a RejectError) becomes an outcome whose reject_class is kBackendError (or
+// kDeviceFault for a DeviceFault) and whose message is the exception's text. A backend that is unknown, cannot run here or does not
 // implement the op is the caller's error and throws std::runtime_error.
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c);
 // Runs both sides (run_side) and classifies: a side's backend error is a kBackendError finding.

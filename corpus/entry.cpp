@@ -48,7 +48,7 @@ void read_finding(const json& doc, Entry& entry) {
   entry.kind = get_string(finding, "kind", "finding");
   if (!is_differential_kind(entry.kind))
     throw ParseError("finding.kind",
-                     "expected bit_mismatch, shape_mismatch, error_mismatch or backend_error, got " + excerpt(entry.kind));
+                     "expected bit_mismatch, shape_mismatch, error_mismatch, backend_error, nondeterminism or device_fault, got " + excerpt(entry.kind));
   entry.output = get_string(finding, "output", "finding");
   entry.signature = get_string(finding, "signature", "finding");
   if (finding.contains("strict_nan")) entry.strict_nan = get_bool(finding, "strict_nan", "finding");

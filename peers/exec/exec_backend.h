@@ -1,0 +1,39 @@
+// `exec:` backends: a backend kind whose implementations run in a long-lived worker process that
+// speaks `bitparity-case/1` over its standard input and output, one JSON document a line
+// (README, "Backends in other processes"):
+//
+//   worker -> bitparity, once:  {"format": "bitparity-worker/1",
+//                                "implements": {"swiglu": ["megatron_eager"], ...}}
+//   bitparity -> worker:        a case ({"format": "bitparity-case/1", "op", "direction", "attrs",
+//                                "inputs"}) plus "id" (an integer) and "contract"
+//   worker -> bitparity:        {"id": N, "outputs": {NAME: tensor, ...}}
+//                             | {"id": N, "reject": {"class": "shape", "message": "..."}}
+//                             | {"id": N, "error": "..."}
+//
+// A rejection is the contract refusing the input (compared with the other side's); an error is a
+// `backend_error` finding; a worker that dies, hangs past the timeout, or answers out of protocol
+// is a `device_fault` finding, and a fresh worker serves the next case.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/registry.h"
+#include "peers/exec/worker_process.h"
+
+namespace bitparity::peers {
+
+inline constexpr std::string_view kWorkerFormat = "bitparity-worker/1";
+
+// Starts the worker, reads its hello and adds the backend kind `kind` with one implementation per
+// (op, contract) it names. The kind must be a new name ([a-z][a-z0-9_]*); every op and contract
+// the worker names must exist in the registry. Errors (a worker that does not start, a malformed
+// hello, an unknown op) throw std::runtime_error with a message naming the worker.
+// Returns the worker, which the implementations share.
+std::shared_ptr<WorkerProcess> add_exec_backend(Registry& registry, const std::string& kind, WorkerOptions options);
+
+// "NAME=COMMAND" as `--exec` takes it: the kind and the shell command (run by /bin/sh -c).
+std::pair<std::string, std::string> parse_exec_spec(const std::string& spec);
+
+}  // namespace bitparity::peers

@@ -1,0 +1,256 @@
+// The exec protocol end to end: a worker process (testing/fault_worker.cpp, the toy registry's
+// reference served by serve_worker) as a backend kind, its faults as DeviceFault, and a campaign
+// that survives a worker that crashes or hangs and records the case that killed it, shrunk.
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "campaign/campaign.h"
+#include "core/case_json.h"
+#include "core/error.h"
+#include "core/json_strict.h"
+#include "corpus/entry.h"
+#include "corpus/replay.h"
+#include "peers/exec/exec_backend.h"
+#include "peers/exec/serve.h"
+#include "testing/toy_op.h"
+
+namespace bitparity::peers {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+WorkerOptions fault_worker(const std::string& mode, double request_seconds = 20) {
+  WorkerOptions o;
+  o.name = "faulty";
+  o.argv = {BITPARITY_FAULT_WORKER, mode};
+  o.request_seconds = request_seconds;
+  return o;
+}
+
+WorkerOptions shell_worker(const std::string& script) {
+  WorkerOptions o;
+  o.name = "sh";
+  o.argv = {"/bin/sh", "-c", script};
+  o.start_seconds = 5;
+  o.request_seconds = 5;
+  return o;
+}
+
+bool same_bits(const TensorMap& a, const TensorMap& b) { return a == b; }  // dtype, shape and bytes
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ExecSpec, ParsesNameAndCommand) {
+  EXPECT_EQ(parse_exec_spec("torch=python3 w.py --x=1"), std::make_pair(std::string("torch"), std::string("python3 w.py --x=1")));
+  EXPECT_THROW(parse_exec_spec("torch"), ParseError);
+  EXPECT_THROW(parse_exec_spec("=cmd"), ParseError);
+  EXPECT_THROW(parse_exec_spec("torch="), ParseError);
+  EXPECT_THROW(parse_exec_spec("Torch=cmd"), ParseError);
+  EXPECT_THROW(parse_exec_spec("a:b=cmd"), ParseError);
+}
+
+// The worker computes what the in-process reference computes, bit for bit, and passes its
+// rejections through with their class.
+TEST(ExecBackend, AnswersEqualTheInProcessImplementation) {
+  Registry r = testing::make_fake_registry();
+  add_exec_backend(r, "mirror", fault_worker("none"));
+  ASSERT_NE(r.impl("toy", "mirror:strict"), nullptr);
+  ASSERT_NE(r.impl("toy", "mirror:sloppy"), nullptr);
+  for (const Case& c : {testing::toy_case(2, 3, {1, -2, 0.5f, 3, -0.0f, 7}), testing::toy_case(1, 1, {65504}, 0.5)}) {
+    for (const char* contract : {"strict", "sloppy", "exact"}) {
+      const TensorMap local = run_impl(r, std::string("ref:") + contract, c);
+      const TensorMap remote = run_impl(r, std::string("mirror:") + contract, c);
+      EXPECT_TRUE(same_bits(local, remote)) << contract;
+    }
+  }
+}
+
+TEST(ExecBackend, CrashIsADeviceFaultAndTheNextCaseGetsAFreshWorker) {
+  for (const char* mode : {"crash", "abort", "exit", "garbage"}) {
+    SCOPED_TRACE(mode);
+    Registry r = testing::make_fake_registry();
+    const auto worker = add_exec_backend(r, "faulty", fault_worker(mode));
+    const Case bad = testing::toy_case(1, 2, {1, 3});
+    const Case good = testing::toy_case(1, 2, {1, 2});
+    try {
+      run_impl(r, "faulty:strict", bad);
+      ADD_FAILURE() << "no fault";
+    } catch (const DeviceFault& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("worker faulty"), std::string::npos) << m;
+      if (std::string(mode) == "crash") EXPECT_NE(m.find("signal 11"), std::string::npos) << m;
+      if (std::string(mode) == "exit") EXPECT_NE(m.find("exited with status 3"), std::string::npos) << m;
+      if (std::string(mode) == "garbage") EXPECT_NE(m.find("broke the protocol"), std::string::npos) << m;
+      else EXPECT_NE(m.find("planted"), std::string::npos) << "the worker's stderr is not in the message: " << m;
+    }
+    EXPECT_TRUE(same_bits(run_impl(r, "faulty:strict", good), run_impl(r, "ref:strict", good)));
+    EXPECT_EQ(worker->starts(), 2);
+  }
+}
+
+TEST(ExecBackend, HangIsADeviceFaultAfterTheTimeout) {
+  Registry r = testing::make_fake_registry();
+  const auto worker = add_exec_backend(r, "faulty", fault_worker("hang", 1.0));
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string m = message_of([&] { run_impl(r, "faulty:strict", testing::toy_case(1, 1, {3})); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(m.find("within the timeout"), std::string::npos) << m;
+  EXPECT_NE(m.find("was still running and was killed"), std::string::npos) << m;
+  EXPECT_GE(waited, 0.9);
+  EXPECT_LT(waited, 10.0);
+  EXPECT_NO_THROW(run_impl(r, "faulty:strict", testing::toy_case(1, 1, {2})));
+  EXPECT_EQ(worker->starts(), 2);
+}
+
+TEST(ExecBackend, BadWorkersAreClearErrorsAtRegistration) {
+  const auto error_of = [](const std::string& script) {
+    Registry r = testing::make_fake_registry();
+    return message_of([&] { add_exec_backend(r, "w", shell_worker(script)); });
+  };
+  EXPECT_NE(error_of("exit 4").find("exited with status 4"), std::string::npos);
+  EXPECT_NE(error_of("echo not json; cat").find("hello"), std::string::npos);
+  EXPECT_NE(error_of("echo '{\"format\": \"other/1\", \"implements\": {}}'; cat").find("bitparity-worker/1"),
+            std::string::npos);
+  EXPECT_NE(error_of("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"nope\": [\"strict\"]}}'; cat")
+                .find("implements.nope"),
+            std::string::npos);
+  EXPECT_NE(error_of("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"nope\"]}}'; cat")
+                .find("no contract"),
+            std::string::npos);
+  EXPECT_NE(error_of("sleep 30").find("hello"), std::string::npos);
+  Registry r = testing::make_fake_registry();
+  WorkerOptions missing;
+  missing.argv = {"/nonexistent/bitparity-worker"};
+  const std::string m = message_of([&] { add_exec_backend(r, "w", missing); });
+  EXPECT_NE(m.find("cannot run /nonexistent/bitparity-worker"), std::string::npos) << m;
+  EXPECT_NE(message_of([&] { add_exec_backend(r, "ref", fault_worker("none")); }).find("exists already"),
+            std::string::npos);
+}
+
+// An answer of the wrong id, or a reject without a class: out of protocol, a DeviceFault.
+TEST(ExecBackend, AnswersOutOfProtocolAreDeviceFaults) {
+  Registry r = testing::make_fake_registry();
+  add_exec_backend(r, "w",
+                   shell_worker("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"strict\"]}}';"
+                                "while read line; do echo '{\"id\": 999, \"outputs\": {}}'; done"));
+  const std::string m = message_of([&] { run_impl(r, "w:strict", testing::toy_case(1, 1, {1})); });
+  EXPECT_NE(m.find("broke the protocol"), std::string::npos) << m;
+  EXPECT_NE(m.find("id"), std::string::npos) << m;
+}
+
+TEST(ServeWorker, AnswersRequestsRejectionsAndItsOwnProtocolErrors) {
+  const Registry r = testing::make_fake_registry();
+  json ok = case_to_json(testing::toy_case(1, 2, {1, 2}));
+  ok["id"] = 5;
+  ok["contract"] = "strict";
+  json bad_contract = ok;
+  bad_contract["id"] = 6;
+  bad_contract["contract"] = "nope";
+  std::istringstream in(ok.dump() + "\n" + bad_contract.dump() + "\nnot json\n");
+  std::ostringstream out;
+  EXPECT_EQ(serve_worker(r, "ref", in, out), 0);
+  std::istringstream lines(out.str());
+  std::string hello, a1, a2, a3;
+  std::getline(lines, hello);
+  std::getline(lines, a1);
+  std::getline(lines, a2);
+  std::getline(lines, a3);
+  const json h = json::parse(hello);
+  EXPECT_EQ(h["format"], "bitparity-worker/1");
+  EXPECT_EQ(h["implements"]["toy"], json({"exact", "flat", "sloppy", "strict"}));
+  const json j1 = json::parse(a1);
+  EXPECT_EQ(j1["id"], 5);
+  EXPECT_TRUE(same_bits(tensors_from_json(j1["outputs"], "outputs"), run_impl(r, "ref:strict", testing::toy_case(1, 2, {1, 2}))));
+  const json j2 = json::parse(a2);
+  EXPECT_EQ(j2["id"], 6);
+  EXPECT_NE(j2["error"].get<std::string>().find("nope"), std::string::npos) << j2.dump();
+  const json j3 = json::parse(a3);
+  EXPECT_EQ(j3["id"], 0);
+  EXPECT_TRUE(j3.contains("error"));
+  EXPECT_THROW(serve_worker(r, "nokind", in, out), std::runtime_error);
+}
+
+// An implementation's error that leaves the process unusable (a sticky CUDA fault) ends the
+// worker without an answer; any other error is an "error" answer and the worker serves on.
+TEST(ServeWorker, AFatalErrorEndsTheWorkerWithoutAnAnswer) {
+  Registry r = testing::make_fake_registry();
+  r.add_backend({"boom", "throws", nullptr});
+  r.add_impl("toy", "boom", "exact", [](const Case& c, const ContractInfo&) -> TensorMap {
+    throw std::runtime_error(c.input("x")->f32(0) == 3.0f ? "sticky: illegal address" : "recoverable");
+  });
+  const auto request = [](float v, int id) {
+    json j = case_to_json(testing::toy_case(1, 1, {v}));
+    j["id"] = id;
+    j["contract"] = "exact";
+    return j.dump() + "\n";
+  };
+  const IsFatal sticky = [](const std::exception& e) { return std::string(e.what()).rfind("sticky", 0) == 0; };
+  std::istringstream in(request(1, 1) + request(3, 2) + request(1, 3));
+  std::ostringstream out;
+  EXPECT_EQ(serve_worker(r, "boom", in, out, {}, sticky), kWorkerExitFatal);
+  std::istringstream lines(out.str());
+  std::string hello, a1, a2;
+  std::getline(lines, hello);
+  std::getline(lines, a1);
+  EXPECT_EQ(json::parse(a1)["error"], "recoverable");
+  EXPECT_FALSE(std::getline(lines, a2)) << "answered after the fatal error: " << a2;
+}
+
+// A campaign whose worker crashes (or hangs) on every case holding 3.0 finishes its cases, loses
+// none, and records the case that killed the worker as a device_fault entry, shrunk (in fresh
+// workers) to the 3.0's column, which replays as still faulting.
+TEST(ExecCampaign, SurvivesAFaultingWorkerAndRecordsTheCase) {
+  for (const char* mode : {"crash", "hang"}) {
+    SCOPED_TRACE(mode);
+    Registry r = testing::make_fake_registry();
+    const auto worker = add_exec_backend(r, "faulty", fault_worker(mode, 0.5));
+    const fs::path dir = fs::temp_directory_path() /
+                         ("bitparity_exec_campaign_" + std::string(mode) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    campaign::CampaignOptions o;
+    o.budget_seconds = 600;
+    o.max_cases = 150;
+    o.seed = 11;
+    o.pairs = {{"faulty:strict", "ref:strict"}};
+    o.corpus_dir = dir;
+    o.max_shrink_calls = std::string(mode) == "hang" ? 40 : 500;  // each hang costs the timeout
+    const reports::Report report = campaign::run_campaign(r, o);
+    ASSERT_EQ(report.counts.size(), 1u);
+    const reports::PairCounts& counts = report.counts.at(0);
+    EXPECT_EQ(counts.cases, 150) << "cases were lost";
+    ASSERT_GT(counts.mismatches.count("device_fault"), 0u);
+    EXPECT_GT(counts.agreements, 0);
+    EXPECT_TRUE(counts.skips.empty());
+    ASSERT_FALSE(report.findings.empty());
+    for (const reports::FindingRecord& f : report.findings) {
+      EXPECT_EQ(f.kind, "device_fault");
+      EXPECT_EQ(f.output, "fault:a");
+      const corpus::Entry entry = corpus::load_entry(f.file, r);
+      bool three = false;
+      const Tensor& x = *entry.c.input("x");
+      for (int64_t i = 0; i < x.numel(); ++i) three = three || x.f32(i) == 3.0f;
+      EXPECT_TRUE(three) << f.file;
+      if (std::string(mode) == "crash") EXPECT_EQ(x.dim(1), 1) << f.file << ": not shrunk to the 3.0's column";
+      const corpus::ReplayResult replayed = corpus::replay_entry(r, entry);
+      EXPECT_EQ(replayed.status, corpus::ReplayStatus::kPass) << replayed.summary;
+    }
+    EXPECT_GT(worker->starts(), 1);
+    fs::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace bitparity::peers

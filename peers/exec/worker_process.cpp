@@ -1,0 +1,217 @@
+#include "peers/exec/worker_process.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/error.h"
+
+namespace bitparity::peers {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point deadline_in(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// Milliseconds to the deadline for poll(), at least 0.
+int poll_ms(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, 1000));
+}
+
+void set_cloexec_nonblock(int fd) {
+  fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
+  }
+  return "stopped (status " + std::to_string(status) + ")";
+}
+
+}  // namespace
+
+WorkerProcess::WorkerProcess(WorkerOptions options) : options_(std::move(options)) {
+  if (options_.argv.empty()) throw std::invalid_argument("worker " + options_.name + ": no command");
+}
+
+WorkerProcess::~WorkerProcess() { stop(); }
+
+std::string WorkerProcess::start() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return start_locked();
+}
+
+std::string WorkerProcess::start_locked() {
+  if (pid_ > 0) return hello_;
+  int io[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, io) != 0)
+    throw std::runtime_error("worker " + options_.name + ": socketpair: " + std::strerror(errno));
+  int err[2];
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(io[0]);
+    close(io[1]);
+    throw std::runtime_error("worker " + options_.name + ": pipe: " + std::strerror(errno));
+  }
+  std::vector<char*> argv;
+  for (const std::string& a : options_.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    for (int fd : {io[0], io[1], err[0], err[1]}) close(fd);
+    throw std::runtime_error("worker " + options_.name + ": fork: " + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // The child: its own process group, so that a kill reaches what it starts too (a shell's
+    // children); stdin and stdout on the socket, stderr on the pipe.
+    setpgid(0, 0);
+    dup2(io[1], STDIN_FILENO);
+    dup2(io[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    signal(SIGPIPE, SIG_DFL);
+    execvp(argv[0], argv.data());
+    const std::string message = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno) + "\n";
+    (void)!write(STDERR_FILENO, message.data(), message.size());
+    _exit(127);
+  }
+  close(io[1]);
+  close(err[1]);
+  pid_ = pid;
+  io_fd_ = io[0];
+  stderr_fd_ = err[0];
+  set_cloexec_nonblock(io_fd_);
+  set_cloexec_nonblock(stderr_fd_);
+  buffer_.clear();
+  stderr_tail_.clear();
+  ++starts_;
+  hello_ = read_line(deadline_in(options_.start_seconds), "its first line (the hello)");
+  return hello_;
+}
+
+std::string WorkerProcess::request(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  start_locked();
+  const Clock::time_point deadline = deadline_in(options_.request_seconds);
+  write_all(line + "\n", deadline);
+  return read_line(deadline, "an answer");
+}
+
+void WorkerProcess::reset() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stop();
+}
+
+void WorkerProcess::write_all(const std::string& bytes, Clock::time_point deadline) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    // MSG_NOSIGNAL: a child that died is an EPIPE here, not a SIGPIPE that ends bitparity.
+    const ssize_t n = send(io_fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      fault(std::string("cannot write to it (") + std::strerror(errno) + ")");
+    if (Clock::now() >= deadline)
+      fault("it did not read the request within " + std::to_string(options_.request_seconds) + " s");
+    pollfd fds[2] = {{io_fd_, POLLOUT, 0}, {stderr_fd_, POLLIN, 0}};
+    poll(fds, 2, poll_ms(deadline));
+    drain_stderr();
+  }
+}
+
+std::string WorkerProcess::read_line(Clock::time_point deadline, const char* waiting_for) {
+  char chunk[65536];
+  for (;;) {
+    const size_t newline = buffer_.find('\n');
+    if (newline != std::string::npos) {
+      std::string line = buffer_.substr(0, newline);
+      buffer_.erase(0, newline + 1);
+      return line;
+    }
+    if (buffer_.size() > options_.max_line_bytes)
+      fault("its line is longer than " + std::to_string(options_.max_line_bytes) + " bytes");
+    const ssize_t n = read(io_fd_, chunk, sizeof chunk);
+    if (n > 0) {
+      buffer_.append(chunk, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) fault(std::string("it closed its output while bitparity waited for ") + waiting_for);
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      fault(std::string("cannot read from it (") + std::strerror(errno) + ")");
+    if (Clock::now() >= deadline) fault(std::string("no ") + waiting_for + " within the timeout");
+    pollfd fds[2] = {{io_fd_, POLLIN, 0}, {stderr_fd_, POLLIN, 0}};
+    poll(fds, 2, poll_ms(deadline));
+    drain_stderr();
+  }
+}
+
+void WorkerProcess::drain_stderr() {
+  if (stderr_fd_ < 0) return;
+  char chunk[4096];
+  for (;;) {
+    const ssize_t n = read(stderr_fd_, chunk, sizeof chunk);
+    if (n <= 0) return;
+    stderr_tail_.append(chunk, static_cast<size_t>(n));
+    if (stderr_tail_.size() > options_.stderr_keep_bytes)
+      stderr_tail_.erase(0, stderr_tail_.size() - options_.stderr_keep_bytes);
+  }
+}
+
+void WorkerProcess::stop() {
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);  // the group: the child and whatever it started
+    kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  for (int* fd : {&io_fd_, &stderr_fd_})
+    if (*fd >= 0) close(*fd), *fd = -1;
+  pid_ = -1;
+}
+
+void WorkerProcess::fault(const std::string& what) {
+  // How the child ended, if it did: a crash shows as its signal; a hang as "still running".
+  std::string how = "was still running and was killed";
+  int status = 0;
+  if (pid_ > 0) {
+    for (int i = 0; i < 20; ++i) {  // a child that closed its output is usually exiting: 100 ms
+      const pid_t r = waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        how = describe_status(status);
+        kill(-pid_, SIGKILL);
+        pid_ = -1;
+        break;
+      }
+      if (r < 0) break;
+      usleep(5000);
+    }
+  }
+  drain_stderr();
+  stop();
+  std::string message = "worker " + options_.name + ": " + what + "; it " + how;
+  if (!stderr_tail_.empty()) {
+    std::string tail = stderr_tail_;
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
+    message += "; its stderr ended with:\n" + tail;
+  }
+  throw DeviceFault(message);
+}
+
+}  // namespace bitparity::peers

@@ -1,0 +1,72 @@
+// A long-lived child process spoken to one line at a time: the transport of `exec:` backends
+// (README, "Backends in other processes"). The child's standard input and output are one end of a
+// socket pair; its standard error is kept, the last few KiB of it, for the messages of faults.
+//
+// A child that dies, hangs past the timeout, or answers with a line longer than the limit is
+// killed (its whole process group) and started again on the next request, and the request that
+// met the fault throws DeviceFault: the case may be what killed it (an illegal address on a GPU
+// leaves the CUDA context unusable, so the process must go).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+namespace bitparity::peers {
+
+struct WorkerOptions {
+  std::string name;                  // for messages: "torch"
+  std::vector<std::string> argv;     // the program and its arguments (execvp)
+  double start_seconds = 120;        // until the first line (the hello) arrives
+  double request_seconds = 120;      // until a request's answer arrives
+  size_t max_line_bytes = size_t{512} << 20;
+  size_t stderr_keep_bytes = 8192;
+};
+
+class WorkerProcess {
+ public:
+  explicit WorkerProcess(WorkerOptions options);
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Starts the child if it is not running and returns the first line it wrote (without '\n').
+  // A child that cannot start, exits or stays silent past start_seconds: DeviceFault.
+  std::string start();
+  // Sends `line` (a '\n' is appended) and returns the child's answer line. Starts the child first
+  // when it is not running (after a fault). Faults: DeviceFault, the child killed.
+  std::string request(const std::string& line);
+
+  // Kills the child; the next request starts a fresh one. For an answer out of protocol, after
+  // which the child's next line cannot be trusted.
+  void reset();
+
+  int starts() const { return starts_; }  // how many times a child was started
+  const WorkerOptions& options() const { return options_; }
+  // The last bytes the current or the last child wrote to its standard error.
+  std::string stderr_tail() const { return stderr_tail_; }
+
+ private:
+  std::string start_locked();
+  void stop();
+  // Reads until a whole line is buffered or the deadline passes; drains stderr meanwhile.
+  std::string read_line(std::chrono::steady_clock::time_point deadline, const char* waiting_for);
+  void write_all(const std::string& bytes, std::chrono::steady_clock::time_point deadline);
+  void drain_stderr();
+  [[noreturn]] void fault(const std::string& what);
+
+  WorkerOptions options_;
+  std::mutex mutex_;
+  pid_t pid_ = -1;
+  int io_fd_ = -1;      // our end of the socket pair: the child's stdin and stdout
+  int stderr_fd_ = -1;  // the read end of the child's stderr pipe
+  std::string buffer_;  // bytes read past the last line
+  std::string stderr_tail_;
+  std::string hello_;
+  int starts_ = 0;
+};
+
+}  // namespace bitparity::peers

@@ -1,0 +1,34 @@
+// A deliberately faulting exec worker over the toy registry (testing/toy_op.h): it serves the
+// `ref` implementations, except that a case whose input x holds the value 3.0 makes it fail the
+// way a GPU worker fails. The exec and campaign tests run it to prove that a crashed or stuck
+// worker is restarted, that nothing is lost and that the case that killed it is recorded, shrunk.
+//
+//   fault_worker MODE     MODE: none, crash (SIGSEGV), abort, hang (sleeps forever),
+//                         garbage (answers a line that is not JSON), exit (exit status 3)
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <unistd.h>
+
+#include "peers/exec/serve.h"
+#include "testing/toy_op.h"
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "none";
+  const bitparity::Registry registry = bitparity::testing::make_fake_registry();
+  const auto before_case = [&mode](const bitparity::Case& c, const std::string&) {
+    const bitparity::Tensor* x = c.input("x");
+    bool three = false;
+    for (int64_t i = 0; x && i < x->numel(); ++i) three = three || x->f32(i) == 3.0f;
+    if (!three || mode == "none") return;
+    std::cerr << "fault_worker: planted " << mode << " on a case holding 3.0" << std::endl;
+    if (mode == "crash") raise(SIGSEGV);
+    if (mode == "abort") std::abort();
+    if (mode == "hang")
+      for (;;) pause();
+    if (mode == "garbage") std::cout << "this is not an answer" << std::endl;
+    if (mode == "exit") std::exit(3);
+  };
+  return bitparity::peers::serve_worker(registry, "ref", std::cin, std::cout, before_case);
+}
