@@ -384,13 +384,19 @@ Command add_bench(CLI::App& root) {
       "add this machine's GPU, driver and clocks (nvidia-smi, null where it is missing) and the commit, and keep the "
       "run in a history folder and/or a file.");
   run->add_option("--benchmark", run_flags->benchmark,
-                  "the benchmark program (default: bench/kernel_bench of the build this bitparity is in)");
-  run->add_option("--filter", run_flags->filter, "only benchmarks whose name matches this regex (--benchmark_filter)");
+                  "the benchmark program (default: bench/kernel_bench of the build this bitparity is in)")
+      ->type_name("PATH");
+  run->add_option("--filter", run_flags->filter, "only benchmarks whose name matches this regex (--benchmark_filter)")
+      ->type_name("REGEX");
   run->add_option("--repetitions", run_flags->repetitions,
-                  "repetitions of each benchmark, interleaved (default 10; compare needs 4 or more on each side)");
-  run->add_option("--history", run_flags->history, "history folder: the run is written as <date>_<shortcommit>.json");
-  run->add_option("--out", run_flags->out, "also (or only) write the run to this file");
-  run->add_option("--commit", run_flags->commit, "the commit measured (default: git rev-parse HEAD of the source tree)");
+                  "repetitions of each benchmark, interleaved (compare needs 4 or more on each side)")
+      ->type_name("N")
+      ->capture_default_str();
+  run->add_option("--history", run_flags->history, "history folder: the run is written as <date>_<shortcommit>.json")
+      ->type_name("DIR");
+  run->add_option("--out", run_flags->out, "also (or only) write the run to this file")->type_name("FILE");
+  run->add_option("--commit", run_flags->commit, "the commit measured (default: git rev-parse HEAD of the source tree)")
+      ->type_name("HASH");
   run->footer(
       "Example:\n  bitparity bench run --history bench-history --filter 'swiglu.*/ilp:0' --repetitions 10\n"
       "Then `bitparity bench compare bench-history` compares it with the run before.");
@@ -402,13 +408,15 @@ Command add_bench(CLI::App& root) {
       "bitparity-bench/1 run: repetitions become per-kernel times, aggregates are recomputed, skipped benchmarks are "
       "left out. The GPU name comes from kernel_bench's own context unless --gpu is given.");
   record->add_option("gbench", record_flags->gbench, "Google Benchmark JSON file")->required();
-  record->add_option("--history", record_flags->history, "history folder: the run is written as <date>_<shortcommit>.json");
-  record->add_option("--out", record_flags->out, "also (or only) write the run to this file");
-  record->add_option("--commit", record_flags->commit, "the commit measured (default: git rev-parse HEAD of the source tree)");
-  record->add_option("--gpu", record_flags->gpu, "the GPU's name, as nvidia-smi gives it");
-  record->add_option("--driver", record_flags->driver, "the driver version, as nvidia-smi gives it");
-  record->add_option("--sm-clock-mhz", record_flags->sm_clock, "the SM clock during the run, MHz");
-  record->add_option("--mem-clock-mhz", record_flags->mem_clock, "the memory clock during the run, MHz");
+  record->add_option("--history", record_flags->history, "history folder: the run is written as <date>_<shortcommit>.json")
+      ->type_name("DIR");
+  record->add_option("--out", record_flags->out, "also (or only) write the run to this file")->type_name("FILE");
+  record->add_option("--commit", record_flags->commit, "the commit measured (default: git rev-parse HEAD of the source tree)")
+      ->type_name("HASH");
+  record->add_option("--gpu", record_flags->gpu, "the GPU's name, as nvidia-smi gives it")->type_name("NAME");
+  record->add_option("--driver", record_flags->driver, "the driver version, as nvidia-smi gives it")->type_name("VERSION");
+  record->add_option("--sm-clock-mhz", record_flags->sm_clock, "the SM clock during the run")->type_name("MHZ");
+  record->add_option("--mem-clock-mhz", record_flags->mem_clock, "the memory clock during the run")->type_name("MHZ");
   record->footer(
       "Example:\n  kernel_bench --benchmark_repetitions=10 --benchmark_enable_random_interleaving=true \\\n"
       "      --benchmark_out=kb.json --benchmark_out_format=json\n"
@@ -423,10 +431,16 @@ Command add_bench(CLI::App& root) {
       "repetitions are too few for any test to reach alpha (3 and 3 cannot). OLD and NEW are run files, Google "
       "Benchmark JSON files or history folders (a folder stands for its latest run); one folder alone compares its "
       "latest two runs.");
-  compare->add_option("runs", compare_flags->runs, "OLD NEW, or one history folder")->required()->expected(1, 2);
-  compare->add_option("--alpha", compare_flags->alpha, "significance level of the U test (default 0.05)");
-  compare->add_option("--min-effect", compare_flags->min_effect,
-                      "smallest change of the median time that counts, in percent (default 5)");
+  compare->add_option("runs", compare_flags->runs, "OLD NEW, or one history folder")
+      ->required()
+      ->expected(1, 2)
+      ->type_name("RUN");
+  compare->add_option("--alpha", compare_flags->alpha, "significance level of the U test, in (0, 0.5]")
+      ->type_name("P")
+      ->capture_default_str();
+  compare->add_option("--min-effect", compare_flags->min_effect, "smallest change of the median time that counts")
+      ->type_name("PERCENT")
+      ->capture_default_str();
   compare->add_flag("--fail-on-unsure", compare_flags->fail_on_unsure, "exit 1 when a kernel is UNSURE, too");
   compare->footer(std::string(kExitCodes) +
                   "\nExamples:\n"
