@@ -328,7 +328,10 @@ int bench_compare(const CompareFlags& flags) {
   options.alpha = parse_number(flags.alpha, "--alpha", 1e-12, 0.5);
   options.min_effect = parse_number(flags.min_effect, "--min-effect", 0, 1000) / kPercent;
   BenchRun old_run, new_run;
-  if (flags.runs.size() == 1) {
+  std::error_code ignored;
+  const bool one_folder = flags.runs.size() == 1 || (fs::is_directory(flags.runs[0]) &&
+                                                     fs::equivalent(flags.runs[0], flags.runs[1], ignored));
+  if (one_folder) {
     if (!fs::is_directory(flags.runs[0]))
       throw ParseError("", "give OLD and NEW, or one history folder (whose latest two runs are compared)");
     std::vector<BenchRun> runs = load_runs(flags.runs[0]);
@@ -429,8 +432,8 @@ Command add_bench(CLI::App& root) {
       "Benchmark's compare.py) and a minimum effect on the median time. FASTER / SLOWER: p < alpha and the median "
       "moved by at least the minimum effect; SAME: it moved by less; UNSURE: it moved more but p >= alpha, or the "
       "repetitions are too few for any test to reach alpha (3 and 3 cannot). OLD and NEW are run files, Google "
-      "Benchmark JSON files or history folders (a folder stands for its latest run); one folder alone compares its "
-      "latest two runs.");
+      "Benchmark JSON files or history folders (a folder stands for its latest run); one folder alone (or named "
+      "twice) compares its latest two runs.");
   compare->add_option("runs", compare_flags->runs, "OLD NEW, or one history folder")
       ->required()
       ->expected(1, 2)

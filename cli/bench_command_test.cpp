@@ -167,6 +167,8 @@ TEST_F(BenchCommandTest, CompareOfAHistoryFindsTheRegression) {
                  (kTestdata / "compare_new.json").string()})
                 .code,
             kExitDifferent);
+  // The folder named twice is its latest two runs too, not its latest run against itself.
+  EXPECT_EQ(run({"bench", "compare", history.string(), history.string()}).code, kExitDifferent);
   // A 20% minimum effect leaves swiglu_bwd's 15% SAME: nothing is slower.
   const Result lenient = run({"bench", "compare", history.string(), "--min-effect", "20"});
   EXPECT_EQ(lenient.code, kExitOk) << lenient.out;
