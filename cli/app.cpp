@@ -13,14 +13,14 @@ namespace {
 
 constexpr const char* kDescription =
     "bitparity: bit-exact differential testing of Mixture-of-Experts kernels.\n"
-    "Cases are bitparity-case/1 JSON files; backends are named KIND:CONTRACT (see `bitparity list`).\n"
+    "Cases are bitparity-case/1 JSON or .safetensors files; backends are named KIND:CONTRACT (see `bitparity list`).\n"
     "Run `bitparity COMMAND --help` for a command's flags and an example.";
 
 std::vector<Command> add_commands(CLI::App& app, const Registry& registry) {
   return {
       add_list(app, registry),   add_run(app, registry),      add_diff(app, registry),
       add_replay(app, registry), add_campaign(app, registry), add_merge(app, registry),
-      add_capture_math(app),
+      add_capture_math(app),     add_case(app, registry),
   };
 }
 
