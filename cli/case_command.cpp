@@ -63,7 +63,7 @@ int export_case(const Registry& registry, const ExportFlags& flags) {
   }
   write_output(flags.out, safetensors_to_bytes(file));
   std::cout << "wrote " << flags.out << ": " << file.metadata.at("op") << " " << file.metadata.at("direction") << ", "
-            << file.tensors.size() << " tensors\n";
+            << file.tensors.size() << (file.tensors.size() == 1 ? " tensor\n" : " tensors\n");
   return kExitOk;
 }
 

@@ -444,7 +444,7 @@ TEST_F(CliTest, CaseExportAndImportGiveTheCaseBackBitForBit) {
   const Case c = special_toy_case();
   Result r = run({"case", "export", write_case("case.json", c), "--out", path("case.safetensors")});
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_EQ(r.out, "wrote " + path("case.safetensors") + ": toy fwd, 1 tensors\n");
+  EXPECT_EQ(r.out, "wrote " + path("case.safetensors") + ": toy fwd, 1 tensor\n");
   const Safetensors file = read_safetensors(path("case.safetensors"));
   EXPECT_EQ(file.tensors.at("x"), c.inputs.at("x"));
   EXPECT_EQ(file.metadata.at("attrs"), "{\"scale\":2.0}");

@@ -161,9 +161,13 @@ Tensor take_tensor(const Entry& e, std::string_view buffer) {
 }
 
 // The header's JSON object. The JSON parser also skips newlines and tabs after the object, which
-// the format does not allow as padding: a valid object without its spaces ends in '}'.
+// the format does not allow as padding: a valid object without its spaces ends in '}'. And it stops
+// at a NUL byte as at the end of its input, so "{}\0junk" would pass for "{}": JSON text holds no
+// NUL, and a header that does is refused first.
 json parse_header(std::string_view header) {
   if (header.empty() || header.front() != '{') throw ParseError("", "the header does not begin with '{'");
+  if (const size_t nul = header.find('\0'); nul != std::string_view::npos)
+    throw ParseError("", "the header holds a NUL byte at offset " + std::to_string(nul) + " (JSON text has none)");
   json parsed = parse_json_text(header, "the header");
   if (header[header.find_last_not_of(kPadding)] != '}')
     throw ParseError("", "the header is padded with bytes other than spaces (0x20) after its JSON object");

@@ -171,7 +171,7 @@ TEST(SafetensorsCaseTest, ErrorsReadAsAJsonCasesDo) {
   const std::string from_file =
       message_of([&] { case_from_json(case_document_from_safetensors(file, registry()), registry()); });
   EXPECT_EQ(from_file, message_of([&] { case_from_json(as_json, registry()); }));
-  EXPECT_EQ(from_file, "inputs.h: unexpected input of swiglu bwd (expected: y, g)");
+  EXPECT_EQ(from_file, "inputs.h: unexpected input of swiglu bwd (expected: y, bias?, g)");
 
   file = safetensors_from_case_document(swiglu_case(), registry());
   file.metadata["op"] = "swiglu2";

@@ -47,6 +47,7 @@ const std::map<std::string, std::string> kHostile = {
     {"st_header_length_huge", "the header length 18446744073709551615 is past the limit of 100000000 bytes"},
     {"st_header_not_json", "the header is not valid JSON"},
     {"st_header_invalid_utf8", "the header is not valid JSON"},
+    {"st_header_nul_then_junk", "the header holds a NUL byte at offset 2"},
     {"st_padded_with_newlines", "the header is padded with bytes other than spaces (0x20)"},
     {"st_deep_header", "nests deeper than 64 levels"},
     {"st_duplicate_tensor", "y: duplicate key in the header"},
