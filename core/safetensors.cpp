@@ -151,7 +151,7 @@ void check_tiling(std::vector<Entry>& entries, uint64_t buffer_bytes) {
 
 Tensor take_tensor(const Entry& e, std::string_view buffer) {
   Tensor tensor(e.dtype, e.shape);
-  std::memcpy(tensor.data(), buffer.data() + e.begin, tensor.nbytes());
+  if (tensor.nbytes() > 0) std::memcpy(tensor.data(), buffer.data() + e.begin, tensor.nbytes());  // an empty one has no data()
   if (e.dtype == DType::kBool)
     for (int64_t i = 0; i < tensor.numel(); ++i)
       if (tensor.bits(i) > 1)
