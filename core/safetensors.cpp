@@ -192,7 +192,8 @@ Safetensors safetensors_from_bytes(std::string_view bytes) {
   for (size_t i = 0; i < kLengthBytes; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
   if (length > kMaxSafetensorsHeaderBytes)
     throw ParseError("", "the header length " + std::to_string(length) + " is past the limit of " +
-                             std::to_string(kMaxSafetensorsHeaderBytes) + " bytes");
+                             std::to_string(kMaxSafetensorsHeaderBytes) + " bytes" +
+                             (bytes.front() == '{' ? " (the file begins like JSON: a case document, not .safetensors?)" : ""));
   const uint64_t after_length = bytes.size() - kLengthBytes;
   if (length > after_length)
     throw ParseError("", "the header length " + std::to_string(length) + " reaches past the end of the file (" +

@@ -202,6 +202,7 @@ std::vector<Malformed> malformed_files() {
       {"Empty", "", "the file has 0 bytes; a .safetensors file begins with an 8-byte header length"},
       {"ShorterThanTheLength", std::string("\x10\x00\x00", 3), "the file has 3 bytes"},
       {"HeaderLengthPastTheLimit", le64(100'000'001) + "{}", "header length 100000001 is past the limit of 100000000"},
+      {"AJsonCase", R"({"format": "bitparity-case/1"})", "the file begins like JSON: a case document, not .safetensors?"},
       {"HeaderLengthPastInt64", le64(std::numeric_limits<uint64_t>::max()) + "{}", "is past the limit"},
       {"HeaderLengthPastTheFile", le64(64) + "{}      ", "header length 64 reaches past the end of the file (8 bytes follow"},
       {"EmptyHeader", le64(0), "does not begin with '{'"},
