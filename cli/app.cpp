@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kDescription =
     "bitparity: bit-exact differential testing of Mixture-of-Experts kernels.\n"
-    "Cases are bitparity-case/1 JSON files; backends are named KIND:CONTRACT (see `bitparity list`).\n"
+    "Cases are bitparity-case/1 JSON or .safetensors files; backends are named KIND:CONTRACT (see `bitparity list`).\n"
     "Run `bitparity COMMAND --help` for a command's flags and an example.";
 
 std::vector<Command> add_commands(CLI::App& app, const Registry& registry) {
@@ -22,6 +22,7 @@ std::vector<Command> add_commands(CLI::App& app, const Registry& registry) {
       add_list(app, registry),   add_run(app, registry),      add_diff(app, registry),
       add_replay(app, registry), add_campaign(app, registry), add_merge(app, registry),
       add_capture_math(app),     add_worker(app, registry), add_bench(app),
+      add_case(app, registry),
   };
 }
 

@@ -8,6 +8,7 @@
 
 #include "cli/app.h"
 #include "core/case_json.h"
+#include "core/safetensors.h"
 #include "corpus/entry.h"
 #include "corpus/reproducer.h"
 #include "reports/report.h"
@@ -423,6 +424,125 @@ TEST_F(CliTest, ReplayOfABareCaseReportsEveryPair) {
   r = run({"replay", unknown.substr(unknown.rfind(' ') + 1)});
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("backend kind 'gone'"), std::string::npos) << r.out;
+}
+
+// ---- .safetensors: `bitparity case import|export`, and run, diff and replay on a .safetensors case ----
+
+std::string slurp(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A toy case whose x carries a NaN payload, -0 and 3.0 (where ref:sloppy is one ulp high).
+Case special_toy_case() {
+  Case c = testing::toy_case(1, 3, {3.0f, -0.0f, 1.0f}, 2.0);
+  c.inputs.at("x").set_bits(2, 0x7fc1);
+  return c;
+}
+
+TEST_F(CliTest, CaseExportAndImportGiveTheCaseBackBitForBit) {
+  const Case c = special_toy_case();
+  Result r = run({"case", "export", write_case("case.json", c), "--out", path("case.safetensors")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "wrote " + path("case.safetensors") + ": toy fwd, 1 tensor\n");
+  const Safetensors file = read_safetensors(path("case.safetensors"));
+  EXPECT_EQ(file.tensors.at("x"), c.inputs.at("x"));
+  EXPECT_EQ(file.metadata.at("attrs"), "{\"scale\":2.0}");
+
+  r = run({"case", "import", path("case.safetensors"), "--out", path("back.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(path("back.json"))), case_to_json(c));
+  r = run({"case", "import", path("case.safetensors")});  // to stdout
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), case_to_json(c));
+}
+
+TEST_F(CliTest, RunDiffAndReplayReadASafetensorsCase) {
+  const std::string json_case = write_case("case.json", special_toy_case());
+  ASSERT_EQ(run({"case", "export", json_case, "--out", path("case.safetensors")}).code, 0);
+  // Told by its content too: a .safetensors file by another name.
+  fs::copy_file(path("case.safetensors"), path("dump.bin"));
+  const Result from_json = run({"run", "--case", json_case, "--backend", "ref:exact"});
+  ASSERT_EQ(from_json.code, 0) << from_json.err;
+  for (const std::string& file : {path("case.safetensors"), path("dump.bin")}) {
+    const Result r = run({"run", "--case", file, "--backend", "ref:exact"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, from_json.out) << file;
+  }
+  Result r = run({"diff", "--case", path("case.safetensors"), "ref:exact", "ref:sloppy"});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("First mismatch at y[0, 0]"), std::string::npos) << r.out;
+  r = run({"replay", path("case.safetensors")});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("CASE " + path("case.safetensors") + ": toy fwd"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ref:exact vs ref:sloppy: bit_mismatch in y\n"), std::string::npos) << r.out;
+}
+
+TEST_F(CliTest, AResultExportsWithItsOutputs) {
+  ASSERT_EQ(run({"run", "--case", write_case("case.json", special_toy_case()), "--backend", "ref:exact", "--out",
+                 path("result.json")})
+                .code,
+            0);
+  Result r = run({"case", "export", path("result.json"), "--out", path("result.safetensors")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Safetensors file = read_safetensors(path("result.safetensors"));
+  EXPECT_TRUE(file.tensors.count("outputs.y") && file.tensors.count("outputs.y_sum")) << r.out;
+  r = run({"case", "import", path("result.safetensors")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json::parse(slurp(path("result.json"))));
+}
+
+TEST_F(CliTest, ImportTakesWhatTheFileLacksFromItsFlags) {
+  Safetensors dump;  // as a PyTorch user's save_file writes it: tensors and a format tag
+  dump.metadata["format"] = "pt";
+  dump.tensors.emplace("x", special_toy_case().inputs.at("x"));
+  std::ofstream(path("dump.safetensors"), std::ios::binary) << safetensors_to_bytes(dump);
+
+  Result r = run({"case", "import", path("dump.safetensors"), "--out", path("case.json")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "error: " + path("dump.safetensors") +
+                       ": op: missing: the file's __metadata__ has no \"op\" and none was given (--op)\n");
+  EXPECT_FALSE(fs::exists(path("case.json")));
+
+  r = run({"case", "import", path("dump.safetensors"), "--op", "toy", "--direction", "fwd", "--attr", "scale=-0.0",
+           "--attr", "flag=true", "--out", path("case.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const Case c = case_from_file(path("case.json"), registry_);
+  EXPECT_EQ(f64_bits(*c.float_attr("scale")), f64_bits(-0.0));
+  EXPECT_EQ(std::get<bool>(c.attrs.at("flag")), true);
+  EXPECT_EQ(c.inputs.at("x"), special_toy_case().inputs.at("x"));
+
+  r = run({"case", "import", path("dump.safetensors"), "--op", "toy", "--direction", "fwd", "--attr", "scale=big"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path("dump.safetensors") + ": attrs.scale: expected a number or one of"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(run({"case", "import", path("dump.safetensors"), "--op", "toy", "--attr", "scale"}).code, 2);
+  EXPECT_EQ(run({"case", "import", path("dump.safetensors"), "--op", "toy", "--direction", "backward"}).code, 2);
+  EXPECT_EQ(run({"case", "export", path("dump.safetensors")}).code, 2);  // --out is required
+  EXPECT_EQ(run({"case"}).code, 2);                                        // import or export
+  for (const std::string sub : {"import", "export"}) {
+    const Result help = run({"case", sub, "--help"});
+    EXPECT_EQ(help.code, 0);
+    EXPECT_NE(help.out.find("Example"), std::string::npos) << help.out;
+  }
+}
+
+TEST_F(CliTest, AMalformedSafetensorsFileIsAnErrorNamingIt) {
+  const std::string bad = path("bad.safetensors");
+  std::ofstream(bad, std::ios::binary) << std::string("\x40\0\0\0\0\0\0\0{}", 10);
+  const std::string expected = bad + ": the header length 64 reaches past the end of the file (2 bytes follow the length)";
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"run", "--case", bad, "--backend", "ref:exact"},
+        std::vector<std::string>{"diff", "--case", bad, "ref:exact", "ref:sloppy"},
+        std::vector<std::string>{"case", "import", bad}, std::vector<std::string>{"case", "export", bad, "--out", path("x")}}) {
+    const Result r = run(command);
+    EXPECT_EQ(r.code, 2) << command[0];
+    EXPECT_EQ(r.err, "error: " + expected + "\n") << command[0];
+  }
+  const Result r = run({"replay", bad});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("ERROR " + expected), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(path("x")));
 }
 
 }  // namespace

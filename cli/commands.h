@@ -31,5 +31,6 @@ Command add_merge(CLI::App& root, const Registry& registry);
 Command add_capture_math(CLI::App& root);
 Command add_worker(CLI::App& root, const Registry& registry);
 Command add_bench(CLI::App& root);
+Command add_case(CLI::App& root, const Registry& registry);
 
 }  // namespace bitparity::cli

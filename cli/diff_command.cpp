@@ -57,7 +57,8 @@ Command add_diff(CLI::App& root, const Registry& registry) {
       "Run one case through two backends and compare bit for bit: shapes first, then bits in the output "
       "dtype (all NaNs equal unless --strict-nan; +0 and -0 differ). For the first mismatch, says which side "
       "is closer to the op's oracle. Exit 0 identical, 1 different, 2 error.");
-  app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON)")->required();
+  app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON, or .safetensors: `bitparity case`)")
+      ->required();
   app->add_option("A", flags->a, "first backend, KIND:CONTRACT")->required();
   app->add_option("B", flags->b, "second backend, KIND:CONTRACT")->required();
   app->add_flag("--strict-nan", flags->strict_nan, "compare NaN payloads and signs bit for bit");

@@ -119,14 +119,16 @@ Command add_replay(CLI::App& root, const Registry& registry) {
   auto flags = std::make_shared<ReplayFlags>();
   CLI::App* app = root.add_subcommand(
       "replay",
-      "Replay corpus entries and reproducers (files, or folders searched for bitparity-case/1 *.json). pins "
+      "Replay corpus entries and reproducers (files, .json or .safetensors, or folders searched for "
+      "bitparity-case/1 *.json). pins "
       "\"divergence\": the pair must still differ with the same kind and output; \"fixed\": the pair must now "
       "agree; \"open\": reported, never fails. A case without a finding is run through every pair of "
       "implementations (each other backend against ref, and the ref contracts against each other), one line "
       "per pair. A pair naming a backend kind or contract this binary does not know is an error; a known "
       "backend that cannot run here is skipped, with the reason. Exit 0 all passed, 1 an entry failed, 2 a "
       "file could not be read or replayed.");
-  app->add_option("paths", flags->paths, "corpus entries, reproducers, cases or folders")->required();
+  app->add_option("paths", flags->paths, "corpus entries, reproducers, cases (JSON or .safetensors) or folders")
+      ->required();
   app->add_flag("-v,--verbose", flags->verbose, "print the comparison of every entry, not only of failures");
   app->add_flag("--strict-nan", flags->strict_nan, "bare cases: compare NaN payloads and signs bit for bit");
   app->footer(

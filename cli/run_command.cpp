@@ -32,7 +32,8 @@ Command add_run(CLI::App& root, const Registry& registry) {
       "run",
       "Run one case through one backend and write the case with its \"outputs\" (bitparity-case/1). "
       "A rejected input prints `error (<class>): message` and exits 2.");
-  app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON)")->required();
+  app->add_option("--case", flags->case_file, "case file (bitparity-case/1 JSON, or .safetensors: `bitparity case`)")
+      ->required();
   app->add_option("--backend", flags->backend, "KIND:CONTRACT (see `bitparity list`)")->required();
   app->add_option("--out", flags->out, "result file (default: stdout); written atomically");
   app->footer("Example:\n  bitparity run --case case.json --backend ref:CONTRACT --out result.json");

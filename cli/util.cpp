@@ -9,6 +9,7 @@
 
 #include "core/case_json.h"
 #include "core/error.h"
+#include "core/safetensors_case.h"
 #include "corpus/entry.h"
 
 #ifndef BITPARITY_SOURCE_DIR
@@ -37,7 +38,7 @@ std::string first_line_of(const std::string& command) {
 
 }  // namespace
 
-Case load_case(const std::filesystem::path& path, const Registry& registry) { return case_from_file(path, registry); }
+Case load_case(const std::filesystem::path& path, const Registry& registry) { return case_from_any_file(path, registry); }
 
 void write_output(const std::filesystem::path& path, const std::string& text) {
   if (path.empty()) {

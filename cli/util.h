@@ -10,8 +10,9 @@
 
 namespace bitparity::cli {
 
-// A case file (read within the document limits), validated against the registry; ParseError
-// messages start with the path and give the reason: "case.json: is a folder", "Permission denied".
+// A case file (read within the document limits), bitparity-case/1 JSON or .safetensors (told by
+// looks_like_safetensors), validated against the registry; ParseError messages start with the path
+// and give the reason: "case.json: is a folder", "Permission denied".
 Case load_case(const std::filesystem::path& path, const Registry& registry);
 // Writes `text` to `path` atomically, or to stdout when `path` is empty.
 void write_output(const std::filesystem::path& path, const std::string& text);

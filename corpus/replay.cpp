@@ -5,6 +5,7 @@
 #include "core/case_json.h"
 #include "core/error.h"
 #include "core/json_strict.h"
+#include "core/safetensors_case.h"
 
 namespace bitparity::corpus {
 namespace {
@@ -119,12 +120,7 @@ bool is_case_document(const fs::path& path) {
 }
 
 ReplayDocument load_replay_document(const fs::path& path, const Registry& registry) {
-  json doc;
-  try {
-    doc = parse_json_text(read_document(path), "the document");
-  } catch (const ParseError& e) {
-    throw ParseError("", path.string() + ": " + e.what());
-  }
+  const json doc = read_case_document(path, registry);  // JSON, or .safetensors; errors name the path
   const auto finding = doc.is_object() ? doc.find("finding") : doc.end();
   const bool has_finding = finding != doc.end() && finding->is_object();
   const std::string kind = has_finding && finding->contains("kind") && (*finding)["kind"].is_string()

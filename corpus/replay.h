@@ -43,8 +43,8 @@ std::optional<ReplayResult> cannot_replay(const Registry& registry, const std::s
 // What `bitparity replay` reads: an entry when the document has pins or a finding signature (a
 // corpus entry, a reproducer of a differing pair); a case with its pair when it has a finding with
 // a pair and neither (a reproducer of another kind of failure, such as a nondeterministic cuda:C vs cuda:C);
-// otherwise a bare case (a user's case, a reproducer without a pair). ParseError naming the file
-// and the field.
+// otherwise a bare case (a user's case, a reproducer without a pair). The file is bitparity-case/1
+// JSON or .safetensors (read_case_document). ParseError naming the file and the field.
 struct ReplayDocument {
   std::filesystem::path path;
   Case c;
