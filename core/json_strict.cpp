@@ -147,6 +147,10 @@ std::string read_document(const std::filesystem::path& path, size_t limit) {
 
 json parse_json_text(std::string_view text, const std::string& what) {
   if (text.size() > kMaxDocumentBytes) throw ParseError("", what + ": " + too_large(kMaxDocumentBytes));
+  // The parser ends its input at a NUL byte, so "{}\0junk" would read as "{}": a document with one
+  // is not JSON (a binary file given where a case was expected).
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw ParseError("", what + " is not valid JSON (a NUL byte at offset " + std::to_string(nul) + ")");
   Limits limits(what);
   try {
     return json::parse(text.begin(), text.end(), std::ref(limits));

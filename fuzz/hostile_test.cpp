@@ -383,6 +383,16 @@ TEST_F(HostileTest, d10_DuplicateKeysAreRejectedWithThePath) {
   EXPECT_NO_THROW(parse_json_text(R"([{"a": 1}, {"a": 2}])", "doc"));  // the same key in two objects
 }
 
+// A NUL byte ends nlohmann's input: without the check, a case followed by "\0" and anything at all
+// read as the case alone.
+TEST_F(HostileTest, d10_ANulByteIsNotJson) {
+  const std::string text = toy_case_text("[1, 2]", "3f804000", "");
+  EXPECT_NO_THROW(case_from_text(text, registry_));
+  const std::string message = parse_error_of([&] { case_from_text(text + std::string(1, '\0') + "junk", registry_); });
+  EXPECT_NE(message.find("a NUL byte at offset " + std::to_string(text.size())), std::string::npos) << message;
+  EXPECT_THROW(parse_json_text(std::string("{}\0", 3), "doc"), ParseError);
+}
+
 TEST_F(HostileTest, d10_SeedsPastTheirRangeAreRejected) {
   for (const std::string seed : {"18446744073709551616", "-1", "1e30", "1.5", "\"7\""}) {
     const std::string message = parse_error_of(
