@@ -9,10 +9,15 @@ if ! command -v npm >/dev/null; then
   echo "fetch_charts: npm is missing (scripts/setup.sh installs nodejs and npm)" >&2
   exit 1
 fi
+assets=(vega/build/vega.min.js vega-lite/build/vega-lite.min.js vega-embed/build/vega-embed.min.js)
+present() { for f in "${assets[@]}"; do [ -s "node_modules/$f" ] || return 1; done; }
+# npm records what it installed in node_modules/.package-lock.json: newer than the lock, it is that.
+if present && [ node_modules/.package-lock.json -nt package-lock.json ]; then
+  echo "fetch_charts: chart libraries already installed"
+  exit 0
+fi
 # npm ci installs exactly the lock file, and fails when package.json and the lock disagree.
 # --ignore-scripts: the packages are only read as files; nothing of theirs runs here.
 npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
-for f in vega/build/vega.min.js vega-lite/build/vega-lite.min.js vega-embed/build/vega-embed.min.js; do
-  [ -s "node_modules/$f" ] || { echo "fetch_charts: node_modules/$f is missing after npm ci" >&2; exit 1; }
-done
+present || { echo "fetch_charts: a chart library is missing after npm ci: ${assets[*]}" >&2; exit 1; }
 echo "fetch_charts: chart libraries in reports/dashboard/node_modules"
