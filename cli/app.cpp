@@ -21,6 +21,7 @@ std::vector<Command> add_commands(CLI::App& app, const Registry& registry) {
       add_list(app, registry),   add_run(app, registry),      add_diff(app, registry),
       add_replay(app, registry), add_campaign(app, registry), add_merge(app, registry),
       add_capture_math(app),
+      add_report(app),
   };
 }
 

@@ -29,5 +29,6 @@ Command add_replay(CLI::App& root, const Registry& registry);
 Command add_campaign(CLI::App& root, const Registry& registry);
 Command add_merge(CLI::App& root, const Registry& registry);
 Command add_capture_math(CLI::App& root);
+Command add_report(CLI::App& root);
 
 }  // namespace bitparity::cli

@@ -1,5 +1,5 @@
 // Draws the dashboard's charts (bitparity report --html) with Vega-Lite, from the rows that
-// reports/dashboard_data.cpp writes into <script id="bitparity-data">. Inlined into the page with
+// reports/dashboard_data.cpp writes into the page (the JSON element #bitparity-data). Inlined with
 // the chart libraries; the tables beside the charts are plain HTML and need no script.
 //
 // Every chart's div carries data-chart="<name>"; a chart that fails, or whose rows are missing,

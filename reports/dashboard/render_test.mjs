@@ -53,7 +53,10 @@ function renderPage(opt, file) {
     `--virtual-time-budget=${VIRTUAL_TIME_MS}`, '--dump-dom', pathToFileURL(file).href,
   ], {timeout: CHROMIUM_TIMEOUT_MS});
   if (r.status !== 0) throw new Error(`chromium exited ${r.status} on ${file}: ${r.stderr.slice(-2000)}`);
-  return {dom: r.stdout, log: r.stderr};
+  fs.writeFileSync(file.replace(/\.html$/, '.dom.html'), r.stdout);  // kept for a look when a check fails
+  // Script elements hold the inlined libraries: markup is looked for in the rest of the document.
+  const outsideScripts = r.stdout.replace(/<script\b[^>]*>[\s\S]*?<\/script>/g, '<script></script>');
+  return {dom: outsideScripts, log: r.stderr};
 }
 
 // The content of the element that starts at `start` (an opening tag of `tag`), nested tags counted.
@@ -69,7 +72,7 @@ function elementAt(dom, start, tag) {
 }
 
 function chartHtml(dom, name) {
-  const start = dom.search(new RegExp(`<div class="chart"[^>]*data-chart="${name}"`));
+  const start = dom.search(new RegExp(`<div class="chart[^"]*"[^>]*data-chart="${name}"`));
   return start < 0 ? null : elementAt(dom, start, 'div');
 }
 
@@ -145,7 +148,7 @@ function main() {
                                        coverage: {rect: '>0'}});
   const title = hostile.dom.match(/<title>([\s\S]*?)<\/title>/);
   check(title && !/PWNED/.test(title[1]), 'hostile: no injected script ran (the title is unchanged)');
-  check(!/data-pwned/.test(hostile.dom), 'hostile: no injected event handler ran');
+  check(!/\sdata-pwned=/.test(hostile.dom), 'hostile: no injected event handler ran');
   check(!/<img\b/i.test(hostile.dom) && !/<b>bold/.test(hostile.dom), 'hostile: no injected element in the DOM');
   check(/&lt;\/script&gt;&lt;script&gt;document\.title=/.test(hostile.dom), 'hostile: the strings show as text');
 
