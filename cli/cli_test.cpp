@@ -425,5 +425,59 @@ TEST_F(CliTest, ReplayOfABareCaseReportsEveryPair) {
   EXPECT_NE(r.out.find("backend kind 'gone'"), std::string::npos) << r.out;
 }
 
+// --- report --html ------------------------------------------------------------------------------
+
+reports::Report small_report() {
+  reports::Report r;
+  r.run.seed = 3;
+  r.run.shards = {"0/1"};
+  reports::PairCounts& c = reports::counts_for(r, "toy", "fwd", "ref:exact", "ref:sloppy");
+  c.cases = 20, c.agreements = 17, c.mismatches = {{"bit_mismatch", 3}}, c.ulp_histogram = {{"1", 4}};
+  reports::Coverage& k = reports::coverage_for(r, "toy", "fwd");
+  k.cases = 20, k.tags = {{"has3", 3}, {"plain", 17}}, k.required = {"has3", "plain"};
+  return r;
+}
+
+TEST_F(CliTest, ReportHelpExplainsItselfWithAnExample) {
+  const Result help = run({"report", "--help"});
+  EXPECT_EQ(help.code, 0);
+  for (const char* text : {"self-contained HTML", "--bench-history", "--corpus", "Example:",
+                           "bitparity report --html out/dashboard.html --report out/report.json"})
+    EXPECT_NE(help.out.find(text), std::string::npos) << text << "\n" << help.out;
+}
+
+TEST_F(CliTest, ReportWritesTheDashboardAndNamesTheMissingSources) {
+  std::ofstream(path("r.json")) << reports::report_to_json(small_report()).dump();
+  const Result r = run({"report", "--html", path("d.html"), "--report", path("r.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bench history (--bench-history)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("corpus (--corpus)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("campaign report"), std::string::npos) << r.out;
+  std::ifstream in(path("d.html"));
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("data-chart=\"findings\""), std::string::npos);
+  EXPECT_NE(html.find("data-chart=\"ulp\""), std::string::npos);
+  EXPECT_NE(html.find("data-chart=\"coverage\""), std::string::npos);
+  EXPECT_NE(html.find("No bench history was given"), std::string::npos);
+  EXPECT_NE(html.find("vegaEmbed"), std::string::npos);  // the chart libraries are inlined
+  EXPECT_EQ(html.find("<script src="), std::string::npos);  // and nothing is loaded from elsewhere
+}
+
+TEST_F(CliTest, ReportExitsTwoOnBrokenSourcesNamingThem) {
+  std::ofstream(path("cut.json")) << R"({"format": "bitparity-report/1", "run": )";
+  Result r = run({"report", "--html", path("d.html"), "--report", path("cut.json")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path("cut.json") + ": "), std::string::npos) << r.err;
+  r = run({"report", "--html", path("d.html"), "--corpus", path("no-such-corpus")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no-such-corpus does not exist"), std::string::npos) << r.err;
+  r = run({"report", "--html", path("no-such-folder/d.html")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no-such-folder"), std::string::npos) << r.err;
+  r = run({"report", "--report", path("cut.json")});  // --html is required
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(fs::exists(path("d.html")));
+}
+
 }  // namespace
 }  // namespace bitparity::cli
