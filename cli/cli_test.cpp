@@ -181,6 +181,19 @@ TEST_F(CliTest, CampaignReplayAndMerge) {
   int64_t cases = 0;
   for (const reports::PairCounts& c : merged.counts) cases += c.cases;
   EXPECT_EQ(cases, 200);
+  // The dashboard's histograms and coverage are summed too: each shard's, bucket by bucket.
+  ASSERT_EQ(merged.coverage.size(), 1u);
+  EXPECT_EQ(merged.coverage[0].cases, 200);
+  int64_t shard_elements = 0, merged_elements = 0;
+  for (const char* shard : {"s0/report.json", "s1/report.json"}) {
+    const nlohmann::json doc = nlohmann::json::parse(std::ifstream(path(shard)));
+    for (const auto& row : doc["counts"])
+      for (const auto& item : row["ulp_histogram"].items()) shard_elements += item.value().get<int64_t>();
+  }
+  for (const reports::PairCounts& c : merged.counts)
+    for (const auto& [bucket, n] : c.ulp_histogram) merged_elements += n;
+  EXPECT_GT(shard_elements, 0);
+  EXPECT_EQ(merged_elements, shard_elements);
   EXPECT_EQ(corpus::load_signatures(path("merged")).size(), merged.findings.size());
   for (const reports::FindingRecord& f : merged.findings) EXPECT_TRUE(fs::exists(f.file)) << f.file;
 }
