@@ -73,7 +73,8 @@
           width: 300, height: 150,
           mark: 'bar',
           encoding: {
-            x: {field: 'bucket', type: 'ordinal', sort: {field: 'order', op: 'min'}, title: 'ulp distance'},
+            x: {field: 'bucket', type: 'ordinal', sort: {field: 'order', op: 'min'}, title: 'ulp distance',
+                axis: {labelAngle: 0}},
             y: {field: 'elements', type: 'quantitative', title: 'elements', scale: {type: 'symlog'}},
             tooltip: tooltip([['panel', 'nominal', 'op, direction | pair'], ['bucket', 'ordinal', 'ulps'],
                               ['elements', 'quantitative']])
@@ -88,7 +89,7 @@
       var x = {field: 'tag', type: 'nominal', title: 'edge class', axis: {labelAngle: -40, labelLimit: 200}};
       var y = {field: 'target', type: 'nominal', title: null};
       return {
-        $schema: SCHEMA,
+        $schema: SCHEMA, width: {step: 56}, height: {step: 26},
         data: {values: rows},
         layer: [
           {
@@ -103,7 +104,7 @@
             }
           },
           {
-            mark: {type: 'text', fontSize: 10},
+            mark: {type: 'text', fontSize: 11},
             encoding: {
               x: x, y: y,
               text: {field: 'cases', type: 'quantitative'},
