@@ -10,6 +10,7 @@
 #include "core/case_json.h"
 #include "corpus/entry.h"
 #include "corpus/reproducer.h"
+#include "reports/dashboard_assets.h"
 #include "reports/report.h"
 #include "testing/toy_op.h"
 
@@ -460,6 +461,7 @@ TEST_F(CliTest, ReportHelpExplainsItselfWithAnExample) {
 }
 
 TEST_F(CliTest, ReportWritesTheDashboardAndNamesTheMissingSources) {
+  if (!reports::embedded_chart_assets()) GTEST_SKIP() << "this build lacks the chart libraries (scripts/fetch_charts.sh)";
   std::ofstream(path("r.json")) << reports::report_to_json(small_report()).dump();
   const Result r = run({"report", "--html", path("d.html"), "--report", path("r.json")});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -476,7 +478,19 @@ TEST_F(CliTest, ReportWritesTheDashboardAndNamesTheMissingSources) {
   EXPECT_EQ(html.find("<script src="), std::string::npos);  // and nothing is loaded from elsewhere
 }
 
+// A build without the chart libraries (BITPARITY_DASHBOARD_CHARTS=OFF, or no node_modules when it
+// was configured, as on the GPU machine) refuses, saying how to get them; other builds skip this.
+TEST_F(CliTest, ReportWithoutChartLibrariesExitsTwoSayingHowToGetThem) {
+  if (reports::embedded_chart_assets()) GTEST_SKIP() << "this build embeds the chart libraries";
+  std::ofstream(path("r.json")) << reports::report_to_json(small_report()).dump();
+  const Result r = run({"report", "--html", path("d.html"), "--report", path("r.json")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("scripts/fetch_charts.sh"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("d.html")));
+}
+
 TEST_F(CliTest, ReportExitsTwoOnBrokenSourcesNamingThem) {
+  if (!reports::embedded_chart_assets()) GTEST_SKIP() << "this build lacks the chart libraries (scripts/fetch_charts.sh)";
   std::ofstream(path("cut.json")) << R"({"format": "bitparity-report/1", "run": )";
   Result r = run({"report", "--html", path("d.html"), "--report", path("cut.json")});
   EXPECT_EQ(r.code, 2);

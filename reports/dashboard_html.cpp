@@ -87,6 +87,17 @@ std::string context_text(const BenchContext& c) {
   return s;
 }
 
+// The kernel's % of copy against the same kernel in the previous run, in points.
+std::string change_text(const BenchKernel& kernel, const BenchRun* previous) {
+  if (!previous || !kernel.pct_of_copy) return "–";
+  for (const BenchKernel& before : previous->kernels)
+    if (before.name == kernel.name && before.pct_of_copy) {
+      const double delta = *kernel.pct_of_copy - *before.pct_of_copy;
+      return (delta > 0 ? "+" : "") + number(delta, 1);
+    }
+  return "new";
+}
+
 std::string latest_section(const DashboardData& data) {
   std::string body;
   if (!data.bench) {
@@ -95,15 +106,18 @@ std::string latest_section(const DashboardData& data) {
     body = missing("The bench history in <code>" + esc(data.bench_dir) + "</code> holds no run file.");
   } else {
     const BenchRun& run = data.bench->back();
+    const BenchRun* previous = data.bench->size() > 1 ? &(*data.bench)[data.bench->size() - 2] : nullptr;
     body = "<p>" + context_text(run.context) + "; copy bandwidth " + optional_number(run.copy_gb_per_s, 1) +
-           " GB/s.</p>\n";
+           " GB/s. The change is against the previous run's median (points of % of copy); whether it is real is "
+           "what <code>bitparity bench compare</code> decides.</p>\n";
     std::vector<std::vector<std::string>> rows;
     for (const BenchKernel& k : run.kernels)
       rows.push_back({"<code>" + esc(k.name) + "</code>", number(k.bytes, 0), std::to_string(k.times_ns.size()),
                       number(k.time_ns / 1000.0, 3), optional_number(k.gb_per_s, 1), optional_number(k.tflop_per_s, 3),
-                      optional_number(k.copy_gb_per_s, 1), optional_number(k.pct_of_copy, 1)});
-    body += table({"kernel", "bytes", "reps", "median µs", "GB/s", "TFLOP/s", "copy GB/s", "% of copy"}, rows,
-                  "numbers");
+                      optional_number(k.copy_gb_per_s, 1), optional_number(k.pct_of_copy, 1),
+                      change_text(k, previous)});
+    body += table({"kernel", "bytes", "reps", "median µs", "GB/s", "TFLOP/s", "copy GB/s", "% of copy", "change"},
+                  rows, "numbers");
   }
   return section("latest", "Latest bench run", body);
 }

@@ -250,6 +250,9 @@ TEST(DashboardHtml, EverySectionAndChartIsPresentWithAllSources) {
   EXPECT_NE(html.find("/*vega-embed*/"), std::string::npos);
   EXPECT_NE(html.find("bitparity replay &#39;my corpus/swiglu_scale/00aa11bb22cc33dd.json&#39;"), std::string::npos);
   EXPECT_NE(html.find("permute_fwd/megatron_eager/tokens4096/ilp:2"), std::string::npos);  // latest run's table
+  // The latest run against the one before: swiglu 78.125 -> 80 % of copy, permute 62.5 -> 50.
+  EXPECT_NE(html.find("<td>80.0</td><td>+1.9</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td>50.0</td><td>-12.5</td>"), std::string::npos);
 }
 
 }  // namespace
