@@ -22,6 +22,7 @@ std::vector<Command> add_commands(CLI::App& app, const Registry& registry) {
       add_replay(app, registry), add_campaign(app, registry), add_merge(app, registry),
       add_capture_math(app),
       add_report(app),
+      add_bench(app),
   };
 }
 

@@ -244,6 +244,13 @@ void fill_from_gbench_context(const json& gbench, BenchContext& context) {
   if (context.host.empty() && c.contains("host_name")) context.host = get_string(c, "host_name", "context");
   if (!context.benchmark_library && c.contains("library_version"))
     context.benchmark_library = get_string(c, "library_version", "context");
+  // kernel_bench's own context: "NVIDIA H200 (sm_90), driver 12.8, runtime 12.8" (CUDA versions,
+  // not the driver release), or the reason there is no device.
+  if (!context.gpu && c.contains("device") && c["device"].is_string()) {
+    const std::string device = c["device"].get<std::string>();
+    const size_t sm = device.find(" (sm_");
+    if (sm != std::string::npos && sm > 0) context.gpu = device.substr(0, sm);
+  }
 }
 
 // --- dates --------------------------------------------------------------------------------------

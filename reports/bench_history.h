@@ -81,8 +81,8 @@ std::vector<BenchRun> read_bench_history(const std::filesystem::path& dir);
 // median, stddev) are ignored, since they are recomputed from the repetitions; a benchmark that
 // was skipped with an error is left out, and a document in which every benchmark was is an
 // error that quotes the first message. Counters read: bytes, flops, copy_GB/s. Empty fields of
-// `context` (date, host, benchmark_library) are filled from the document's context, whose date
-// is converted to UTC. Errors are ParseErrors naming the key ("benchmarks[3].real_time").
+// `context` (date, host, benchmark_library, gpu) are filled from the document's context (its date
+// converted to UTC; the GPU from kernel_bench's "device" entry). Errors are ParseErrors naming the key ("benchmarks[3].real_time").
 BenchRun bench_run_from_google_benchmark(const nlohmann::json& gbench, BenchContext context);
 
 // --- helpers shared with the commands -----------------------------------------------------------

@@ -107,6 +107,13 @@ TEST_F(BenchHistoryTest, ImportsGoogleBenchmarkRepetitions) {
   EXPECT_DOUBLE_EQ(*run.copy_gb_per_s, 3850);  // median of 4000 and 3700
 }
 
+TEST_F(BenchHistoryTest, TakesTheGpuFromKernelBenchContext) {
+  json gbench = parse_json_text(read_document(kFixture), "fixture");
+  EXPECT_EQ(bench_run_from_google_benchmark(gbench, BenchContext{}).context.gpu, "NVIDIA H200");
+  gbench["context"]["device"] = "no CUDA device (cudaGetDeviceCount: no CUDA-capable device is detected)";
+  EXPECT_EQ(bench_run_from_google_benchmark(gbench, BenchContext{}).context.gpu, std::nullopt);
+}
+
 TEST_F(BenchHistoryTest, RoundTripsThroughTheWriter) {
   BenchRun run = fixture_run();
   run.kernels[1].flops = 3e9;
