@@ -149,6 +149,7 @@ class Campaign {
     } catch (const std::exception& e) {
       warn_once("generator of " + target.op->name, e.what());
     }
+    if (c) count_coverage(target, *c);
     std::map<std::string, SideOutcome> sides;
     for (const BackendPair& pair : target.pairs) {
       if (pair.twice() && !runs_twice_on(*target.op, pair, local)) continue;
@@ -168,6 +169,9 @@ class Campaign {
         continue;
       }
       const DiffResult r = corpus::classify(*c, pair, *a, *b, compare_options());
+      if (r.comparison)
+        for (const OutputComparison& out : r.comparison->outputs)
+          for (const auto& [bucket, n] : out.ulp_histogram) counts.ulp_histogram[bucket] += n;
       if (r.verdict == DiffVerdict::kAgree) ++counts.agreements;
       if (r.verdict == DiffVerdict::kSkip) ++counts.skips[r.kind];
       if (r.verdict == DiffVerdict::kFinding) handle_finding(target, pair, *c, r, global);
@@ -175,6 +179,23 @@ class Campaign {
   }
 
   CompareOptions compare_options() const { return CompareOptions{options_.strict_nan}; }
+
+  // The edge classes the case is in (the op's classify/tag labels), counted once per case
+  // however many pairs run it.
+  void count_coverage(const Target& target, const Case& c) {
+    const OpInfo& op = *target.op;
+    const std::string direction(direction_name(target.direction));
+    reports::Coverage& coverage = reports::coverage_for(report_, op.name, direction);
+    if (coverage.cases == 0 && coverage.required.empty() && op.required_tags) {
+      coverage.required = op.required_tags(target.direction);
+      std::sort(coverage.required.begin(), coverage.required.end());
+      coverage.required.erase(std::unique(coverage.required.begin(), coverage.required.end()), coverage.required.end());
+    }
+    ++coverage.cases;
+    if (!op.classes) return;
+    const std::vector<std::string> tags = op.classes(c).tags;
+    for (const std::string& tag : std::set<std::string>(tags.begin(), tags.end())) ++coverage.tags[tag];
+  }
 
   reports::PairCounts& counts_for(const Target& target, const BackendPair& pair) {
     return reports::counts_for(report_, target.op->name, std::string(direction_name(target.direction)), pair.a, pair.b);

@@ -1,6 +1,7 @@
 // The campaign on the fake "toy" registry: pairs, shards, deduplication, corpus writing, stop.
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +146,37 @@ TEST_F(CampaignTest, WritesOneShrunkEntryPerSignatureThatReplays) {
   EXPECT_GT(counts.agreements, 0);
   EXPECT_EQ(counts.cases, counts.agreements + counts.mismatches.at("bit_mismatch"));
   fs::remove_all(dir);
+}
+
+// The report carries what the dashboard draws: the ulp distances of the differences seen, and the
+// edge classes (the toy's tags: one shape class and one value class per case) the cases fell in.
+TEST_F(CampaignTest, FillsUlpHistogramsAndCoverage) {
+  const reports::Report report = run_campaign(registry, options());
+  ASSERT_EQ(report.coverage.size(), 1u);
+  const reports::Coverage& coverage = report.coverage[0];
+  EXPECT_EQ(coverage.op, "toy");
+  EXPECT_EQ(coverage.direction, "fwd");
+  EXPECT_EQ(coverage.cases, kCases);  // one pair: every case once, whatever the pairs
+  EXPECT_EQ(coverage.required, (std::vector<std::string>{"has3", "plain", "rows=0", "rows=1", "rows>1"}));
+  auto tag = [&](const std::string& name) { return coverage.tags.count(name) ? coverage.tags.at(name) : 0; };
+  for (const std::string& required : coverage.required) EXPECT_GT(tag(required), 0) << required;
+  // Each case is in exactly one shape class and one value class.
+  EXPECT_EQ(tag("rows=0") + tag("rows=1") + tag("rows>1"), kCases);
+  EXPECT_EQ(tag("has3") + tag("plain"), kCases);
+
+  // sloppy is exact plus one ulp on every 3.0 (and the row sums that follow): only cases with a
+  // 3.0 can differ, and each one that differs has y elements exactly 1 ulp off.
+  const reports::PairCounts& counts = report.counts.at(0);
+  const int64_t mismatching = counts.mismatches.at("bit_mismatch");
+  EXPECT_LE(mismatching, tag("has3"));
+  EXPECT_GE(counts.ulp_histogram.at("1"), mismatching);
+  int64_t elements = 0;
+  for (const auto& [bucket, n] : counts.ulp_histogram) {
+    EXPECT_GT(n, 0) << bucket;
+    EXPECT_TRUE(bucket == "nan" || std::isdigit(static_cast<unsigned char>(bucket[0]))) << bucket;
+    elements += n;
+  }
+  EXPECT_GE(elements, mismatching);
 }
 
 // A backend that throws on a case (as a launcher whose launch fails does) is a finding of kind

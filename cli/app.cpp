@@ -22,7 +22,7 @@ std::vector<Command> add_commands(CLI::App& app, const Registry& registry) {
       add_list(app, registry),   add_run(app, registry),      add_diff(app, registry),
       add_replay(app, registry), add_campaign(app, registry), add_merge(app, registry),
       add_capture_math(app),     add_worker(app, registry), add_bench(app),
-      add_case(app, registry),
+      add_case(app, registry),   add_report(app),
   };
 }
 

@@ -11,6 +11,7 @@
 #include "core/safetensors.h"
 #include "corpus/entry.h"
 #include "corpus/reproducer.h"
+#include "reports/dashboard_assets.h"
 #include "reports/report.h"
 #include "testing/toy_op.h"
 
@@ -182,6 +183,19 @@ TEST_F(CliTest, CampaignReplayAndMerge) {
   int64_t cases = 0;
   for (const reports::PairCounts& c : merged.counts) cases += c.cases;
   EXPECT_EQ(cases, 200);
+  // The dashboard's histograms and coverage are summed too: each shard's, bucket by bucket.
+  ASSERT_EQ(merged.coverage.size(), 1u);
+  EXPECT_EQ(merged.coverage[0].cases, 200);
+  int64_t shard_elements = 0, merged_elements = 0;
+  for (const char* shard : {"s0/report.json", "s1/report.json"}) {
+    const nlohmann::json doc = nlohmann::json::parse(std::ifstream(path(shard)));
+    for (const auto& row : doc["counts"])
+      for (const auto& item : row["ulp_histogram"].items()) shard_elements += item.value().get<int64_t>();
+  }
+  for (const reports::PairCounts& c : merged.counts)
+    for (const auto& [bucket, n] : c.ulp_histogram) merged_elements += n;
+  EXPECT_GT(shard_elements, 0);
+  EXPECT_EQ(merged_elements, shard_elements);
   EXPECT_EQ(corpus::load_signatures(path("merged")).size(), merged.findings.size());
   for (const reports::FindingRecord& f : merged.findings) EXPECT_TRUE(fs::exists(f.file)) << f.file;
 }
@@ -543,6 +557,71 @@ TEST_F(CliTest, AMalformedSafetensorsFileIsAnErrorNamingIt) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("ERROR " + expected), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(path("x")));
+// --- report --html ------------------------------------------------------------------------------
+
+reports::Report small_report() {
+  reports::Report r;
+  r.run.seed = 3;
+  r.run.shards = {"0/1"};
+  reports::PairCounts& c = reports::counts_for(r, "toy", "fwd", "ref:exact", "ref:sloppy");
+  c.cases = 20, c.agreements = 17, c.mismatches = {{"bit_mismatch", 3}}, c.ulp_histogram = {{"1", 4}};
+  reports::Coverage& k = reports::coverage_for(r, "toy", "fwd");
+  k.cases = 20, k.tags = {{"has3", 3}, {"plain", 17}}, k.required = {"has3", "plain"};
+  return r;
+}
+
+TEST_F(CliTest, ReportHelpExplainsItselfWithAnExample) {
+  const Result help = run({"report", "--help"});
+  EXPECT_EQ(help.code, 0);
+  for (const char* text : {"self-contained HTML", "--bench-history", "--corpus", "Example:",
+                           "bitparity report --html out/dashboard.html --report out/report.json"})
+    EXPECT_NE(help.out.find(text), std::string::npos) << text << "\n" << help.out;
+}
+
+TEST_F(CliTest, ReportWritesTheDashboardAndNamesTheMissingSources) {
+  if (!reports::embedded_chart_assets()) GTEST_SKIP() << "this build lacks the chart libraries (scripts/fetch_charts.sh)";
+  std::ofstream(path("r.json")) << reports::report_to_json(small_report()).dump();
+  const Result r = run({"report", "--html", path("d.html"), "--report", path("r.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("bench history (--bench-history)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("corpus (--corpus)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("campaign report"), std::string::npos) << r.out;
+  std::ifstream in(path("d.html"));
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("data-chart=\"findings\""), std::string::npos);
+  EXPECT_NE(html.find("data-chart=\"ulp\""), std::string::npos);
+  EXPECT_NE(html.find("data-chart=\"coverage\""), std::string::npos);
+  EXPECT_NE(html.find("No bench history was given"), std::string::npos);
+  EXPECT_NE(html.find("vegaEmbed"), std::string::npos);  // the chart libraries are inlined
+  EXPECT_EQ(html.find("<script src="), std::string::npos);  // and nothing is loaded from elsewhere
+}
+
+// A build without the chart libraries (BITPARITY_DASHBOARD_CHARTS=OFF, or no node_modules when it
+// was configured, as on the GPU machine) refuses, saying how to get them; other builds skip this.
+TEST_F(CliTest, ReportWithoutChartLibrariesExitsTwoSayingHowToGetThem) {
+  if (reports::embedded_chart_assets()) GTEST_SKIP() << "this build embeds the chart libraries";
+  std::ofstream(path("r.json")) << reports::report_to_json(small_report()).dump();
+  const Result r = run({"report", "--html", path("d.html"), "--report", path("r.json")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("scripts/fetch_charts.sh"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("d.html")));
+}
+
+TEST_F(CliTest, ReportExitsTwoOnBrokenSourcesNamingThem) {
+  if (!reports::embedded_chart_assets()) GTEST_SKIP() << "this build lacks the chart libraries (scripts/fetch_charts.sh)";
+  std::ofstream(path("cut.json")) << R"({"format": "bitparity-report/1", "run": )";
+  Result r = run({"report", "--html", path("d.html"), "--report", path("cut.json")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path("cut.json") + ": "), std::string::npos) << r.err;
+  r = run({"report", "--html", path("d.html"), "--corpus", path("no-such-corpus")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no-such-corpus does not exist"), std::string::npos) << r.err;
+  r = run({"report", "--html", path("no-such-folder/d.html")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no-such-folder"), std::string::npos) << r.err;
+  r = run({"report", "--report", path("cut.json")});  // --html is required
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(fs::exists(path("d.html")));
 }
 
 }  // namespace

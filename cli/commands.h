@@ -30,6 +30,7 @@ Command add_campaign(CLI::App& root, const Registry& registry);
 Command add_merge(CLI::App& root, const Registry& registry);
 Command add_capture_math(CLI::App& root);
 Command add_worker(CLI::App& root, const Registry& registry);
+Command add_report(CLI::App& root);
 Command add_bench(CLI::App& root);
 Command add_case(CLI::App& root, const Registry& registry);
 

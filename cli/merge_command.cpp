@@ -165,8 +165,12 @@ void check_counts_fit(const std::vector<reports::Report>& reports) {
   for (const reports::Report& r : reports) {
     for (const reports::PairCounts& c : r.counts) {
       add(c.cases), add(c.agreements), add(c.known_findings);
-      for (const auto* counts : {&c.skips, &c.mismatches, &c.new_findings})
+      for (const auto* counts : {&c.skips, &c.mismatches, &c.new_findings, &c.ulp_histogram})
         for (const auto& [name, n] : *counts) add(n);
+    }
+    for (const reports::Coverage& c : r.coverage) {
+      add(c.cases);
+      for (const auto& [tag, n] : c.tags) add(n);
     }
     add(static_cast<int64_t>(r.findings.size()));
   }

@@ -82,7 +82,8 @@ json counts_to_json(const PairCounts& c) {
           {"skips", c.skips},
           {"mismatches", c.mismatches},
           {"new_findings", c.new_findings},
-          {"known_findings", c.known_findings}};
+          {"known_findings", c.known_findings},
+          {"ulp_histogram", c.ulp_histogram}};
 }
 
 std::pair<std::string, std::string> get_pair(const json& object, const std::string& field) {
@@ -102,7 +103,36 @@ PairCounts counts_from_json(const json& j, const std::string& f) {
   c.mismatches = get_count_map(j, "mismatches", f);
   c.new_findings = get_count_map(j, "new_findings", f);
   c.known_findings = get_count(j, "known_findings", f);
+  // Reports written before histograms were kept have no "ulp_histogram".
+  if (j.contains("ulp_histogram")) c.ulp_histogram = get_count_map(j, "ulp_histogram", f);
   return c;
+}
+
+json coverage_to_json(const Coverage& c) {
+  return {{"op", c.op}, {"direction", c.direction}, {"cases", c.cases}, {"tags", c.tags}, {"required", c.required}};
+}
+
+Coverage coverage_from_json(const json& j, const std::string& f) {
+  Coverage c;
+  c.op = get_string(j, "op", f);
+  c.direction = get_string(j, "direction", f);
+  c.cases = get_count(j, "cases", f);
+  c.tags = get_count_map(j, "tags", f);
+  for (const auto& [tag, n] : c.tags)
+    if (n > c.cases)
+      throw ParseError(path_of(f, "tags"), "tag " + excerpt(tag) + " counts " + std::to_string(n) + " cases of " +
+                                               std::to_string(c.cases));
+  c.required = get_strings(j, "required", f);
+  std::sort(c.required.begin(), c.required.end());
+  return c;
+}
+
+void add_coverage(Coverage& into, const Coverage& from) {
+  into.cases += from.cases;
+  add_counts(into.tags, from.tags);
+  std::set<std::string> required(into.required.begin(), into.required.end());
+  required.insert(from.required.begin(), from.required.end());
+  into.required.assign(required.begin(), required.end());
 }
 
 json finding_to_json(const FindingRecord& r) {
@@ -262,17 +292,29 @@ PairCounts& counts_for(Report& report, const std::string& op, const std::string&
   return report.counts.back();
 }
 
+Coverage& coverage_for(Report& report, const std::string& op, const std::string& direction) {
+  for (Coverage& c : report.coverage)
+    if (c.op == op && c.direction == direction) return c;
+  Coverage c;
+  c.op = op, c.direction = direction;
+  report.coverage.push_back(std::move(c));
+  return report.coverage.back();
+}
+
 bool is_failure(const FindingRecord& finding) { return finding.pins != "divergence"; }
 
 json report_to_json(const Report& report) {
   json counts = json::array(), findings = json::array();
   for (const PairCounts& c : report.counts) counts.push_back(counts_to_json(c));
   for (const FindingRecord& f : report.findings) findings.push_back(finding_to_json(f));
+  json coverage = json::array();
+  for (const Coverage& c : report.coverage) coverage.push_back(coverage_to_json(c));
   return {{"format", std::string(kReportFormat)},
           {"run", run_to_json(report.run)},
           {"totals", totals_json(report)},
           {"counts", counts},
-          {"findings", findings}};
+          {"findings", findings},
+          {"coverage", coverage}};
 }
 
 Report report_from_json(const json& j) {
@@ -287,6 +329,18 @@ Report report_from_json(const json& j) {
   const json& findings = require_array(j, "findings", "");
   for (size_t i = 0; i < findings.size(); ++i)
     report.findings.push_back(finding_from_json(findings[i], "findings[" + std::to_string(i) + "]"));
+  // Reports written before coverage was kept have no "coverage".
+  if (j.contains("coverage")) {
+    const json& coverage = require_array(j, "coverage", "");
+    for (size_t i = 0; i < coverage.size(); ++i) {
+      const std::string f = "coverage[" + std::to_string(i) + "]";
+      Coverage c = coverage_from_json(coverage[i], f);
+      for (const Coverage& seen : report.coverage)
+        if (seen.op == c.op && seen.direction == c.direction)
+          throw ParseError(f, "a second row for " + excerpt(c.op + " " + c.direction));
+      report.coverage.push_back(std::move(c));
+    }
+  }
   return report;
 }
 
@@ -392,7 +446,9 @@ Report merge_reports(const std::vector<Report>& reports) {
       into.known_findings += c.known_findings;
       add_counts(into.skips, c.skips);
       add_counts(into.mismatches, c.mismatches);
+      add_counts(into.ulp_histogram, c.ulp_histogram);
     }
+    for (const Coverage& c : r.coverage) add_coverage(coverage_for(merged, c.op, c.direction), c);
   }
   // Two shards may find the same signature: it is one finding, and the other is a known one.
   for (const Report& r : reports)

@@ -48,7 +48,22 @@ struct PairCounts {
   std::map<std::string, int64_t> mismatches;    // kind -> cases that showed it, before deduplication
   std::map<std::string, int64_t> new_findings;  // kind -> corpus entries this run wrote
   int64_t known_findings = 0;                   // mismatching cases whose signature was already in the corpus
+  // Mismatching elements by ulp distance (core/compare.h ulp_bucket: "0", "1", "2", "3-4", ...,
+  // "nan"), over every output of every case that differed in bits, before shrinking: the shape of
+  // the differences the pair shows, which the dashboard draws. Absent in reports written before it.
+  std::map<std::string, int64_t> ulp_histogram;
   bool operator==(const PairCounts&) const = default;
+};
+
+// Which edge classes the generator reached for one op x direction: the cases generated and, per
+// tag of OpInfo::classes ("rows=0", "clamp<=0", "nan", ...), how many of them were in it. A class
+// the op requires (OpInfo::required_tags) but no case reached shows as a gap on the dashboard.
+struct Coverage {
+  std::string op, direction;
+  int64_t cases = 0;
+  std::map<std::string, int64_t> tags;
+  std::vector<std::string> required;  // sorted
+  bool operator==(const Coverage&) const = default;
 };
 
 struct FindingRecord {
@@ -66,12 +81,16 @@ struct Report {
   RunInfo run;
   std::vector<PairCounts> counts;
   std::vector<FindingRecord> findings;
+  std::vector<Coverage> coverage;  // empty in reports written before it
   bool operator==(const Report&) const = default;
 };
 
 // The row for (op, direction, a, b), created empty on first use.
 PairCounts& counts_for(Report& report, const std::string& op, const std::string& direction, const std::string& a,
                        const std::string& b);
+
+// The coverage row for (op, direction), created empty on first use.
+Coverage& coverage_for(Report& report, const std::string& op, const std::string& direction);
 
 // Whether a finding is a failure (a bug to fix) rather than a documented contract divergence.
 bool is_failure(const FindingRecord& finding);
@@ -88,7 +107,7 @@ std::string junit_xml(const Report& report);
 std::string text_table(const Report& report);
 
 // Shards of one campaign: run info of the first with every shard listed and elapsed time the
-// maximum (shards run side by side), counts summed, findings deduplicated by signature (a
+// maximum (shards run side by side), counts, ulp histograms and coverage summed, findings deduplicated by signature (a
 // signature that two shards found is one new finding and one known).
 Report merge_reports(const std::vector<Report>& reports);
 

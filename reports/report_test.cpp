@@ -46,6 +46,10 @@ Report sample() {
   PairCounts& gpu = counts_for(r, "toy", "fwd", "fake_gpu:exact", "ref:exact");
   gpu.cases = 500, gpu.agreements = 499, gpu.mismatches = {{"bit_mismatch", 1}},
   gpu.new_findings = {{"bit_mismatch", 1}};
+  r.counts[0].ulp_histogram = {{"1", 150}, {"3-4", 25}, {"nan", 5}};  // counts_for may have moved the rows
+  r.counts[1].ulp_histogram = {{"0", 2}};
+  Coverage& fwd = coverage_for(r, "toy", "fwd");
+  fwd.cases = 500, fwd.tags = {{"rows=0", 40}, {"nan", 120}}, fwd.required = {"nan", "rows<17", "rows=0"};
   r.findings = {finding("toy|divergence", "3f9a0c1d2e3f4a5b", "ref:exact", "ref:sloppy", "divergence"),
                 finding("toy|bug", "00aa11bb22cc33dd", "fake_gpu:exact", "ref:exact", "open")};
   return r;
@@ -58,6 +62,57 @@ TEST(ReportJson, RoundTrips) {
   EXPECT_EQ(j["totals"]["cases"], 1000);
   EXPECT_EQ(j["totals"]["mismatches"]["bit_mismatch"], 181);
   EXPECT_EQ(report_from_json(nlohmann::json::parse(j.dump())), report);
+}
+
+TEST(ReportJson, CarriesUlpHistogramsAndCoverage) {
+  const nlohmann::json j = report_to_json(sample());
+  EXPECT_EQ(j["counts"][0]["ulp_histogram"]["3-4"], 25);
+  EXPECT_EQ(j["coverage"][0]["tags"]["nan"], 120);
+  EXPECT_EQ(j["coverage"][0]["required"], nlohmann::json({"nan", "rows<17", "rows=0"}));
+  const Report back = report_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_EQ(back.coverage.size(), 1u);
+  EXPECT_EQ(back.coverage[0].cases, 500);
+  EXPECT_EQ(back.counts[0].ulp_histogram.at("nan"), 5);
+}
+
+// A report as campaigns wrote it before ulp histograms and coverage were kept, written by hand.
+TEST(ReportJson, AReportWithoutTheNewKeysStillReads) {
+  const nlohmann::json old = nlohmann::json::parse(R"({
+    "format": "bitparity-report/1",
+    "run": {"seed": 7, "budget_seconds": 60, "elapsed_seconds": 60.2, "max_cases": null, "shards": ["0/1"],
+            "backends": ["ref:a", "ref:b"], "pairs": ["ref:a vs ref:b"], "contracts": [],
+            "commit": "abc", "date": "2026-11-01T00:00:00Z", "device": "host", "tool_version": "bitparity 0.1.0",
+            "interrupted": false, "error": null},
+    "totals": {},
+    "counts": [{"op": "swiglu", "direction": "fwd", "pair": ["ref:a", "ref:b"], "cases": 12, "agreements": 10,
+                "skips": {}, "mismatches": {"bit_mismatch": 2}, "new_findings": {"bit_mismatch": 1},
+                "known_findings": 1}],
+    "findings": []})");
+  const Report r = report_from_json(old);
+  ASSERT_EQ(r.counts.size(), 1u);
+  EXPECT_EQ(r.counts[0].cases, 12);
+  EXPECT_TRUE(r.counts[0].ulp_histogram.empty());
+  EXPECT_TRUE(r.coverage.empty());
+}
+
+TEST(ReportJson, MalformedCoverageAndHistogramsNameTheField) {
+  nlohmann::json j = report_to_json(sample());
+  j["coverage"][0]["tags"]["nan"] = 501;  // more cases in a class than cases
+  try {
+    report_from_json(j);
+    FAIL() << "accepted a tag counting more cases than the row has";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.field(), "coverage[0].tags");
+  }
+  j = report_to_json(sample());
+  j["counts"][0]["ulp_histogram"]["1"] = -3;
+  EXPECT_THROW(report_from_json(j), ParseError);
+  j = report_to_json(sample());
+  j["coverage"].push_back(j["coverage"][0]);  // the same op and direction twice
+  EXPECT_THROW(report_from_json(j), ParseError);
+  j = report_to_json(sample());
+  j["coverage"] = "everything";
+  EXPECT_THROW(report_from_json(j), ParseError);
 }
 
 TEST(ReportJson, MalformedDocumentsNameTheField) {
@@ -205,6 +260,22 @@ TEST(Merge, SumsCountsAndDeduplicatesFindings) {
   EXPECT_EQ(divergence.new_findings.at("bit_mismatch"), 1);  // one signature, written once
   EXPECT_EQ(divergence.known_findings, 2 * 179 + 1);         // the repeat is a known finding
   EXPECT_EQ(merged.counts[1].new_findings.at("bit_mismatch"), 1);
+  EXPECT_EQ(divergence.ulp_histogram.at("1"), 300);  // histograms summed bucket by bucket
+  EXPECT_EQ(divergence.ulp_histogram.at("nan"), 10);
+  ASSERT_EQ(merged.coverage.size(), 1u);
+  EXPECT_EQ(merged.coverage[0].cases, 1000);
+  EXPECT_EQ(merged.coverage[0].tags.at("rows=0"), 80);
+}
+
+TEST(Merge, JoinsTheRequiredTagsOfShards) {
+  Report a = sample(), b = sample();
+  b.coverage[0].required = {"clamp<=0"};
+  b.coverage.push_back({"toy", "bwd", 3, {{"nan", 1}}, {}});
+  const Report merged = merge_reports({a, b});
+  ASSERT_EQ(merged.coverage.size(), 2u);
+  EXPECT_EQ(merged.coverage[0].required, (std::vector<std::string>{"clamp<=0", "nan", "rows<17", "rows=0"}));
+  EXPECT_EQ(merged.coverage[1].direction, "bwd");
+  EXPECT_EQ(merged.coverage[1].cases, 3);
 }
 
 // A corpus write that failed ends a run early: every view of the summary says so.
