@@ -557,6 +557,8 @@ TEST_F(CliTest, AMalformedSafetensorsFileIsAnErrorNamingIt) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.out.find("ERROR " + expected), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(path("x")));
+}
+
 // --- report --html ------------------------------------------------------------------------------
 
 reports::Report small_report() {
