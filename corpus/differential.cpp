@@ -5,6 +5,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -132,26 +133,18 @@ namespace {
 DiffResult classify_outcomes(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
                              const CompareOptions& options) {
   DiffResult r;
-  // A fault outranks an error: the process is gone, whatever the other side did.
-  const bool a_faulted = a.rejected() && a.reject_class == kDeviceFault;
-  const bool b_faulted = b.rejected() && b.reject_class == kDeviceFault;
-  if (a_faulted || b_faulted) {
+  // A side that failed rather than answered: a device fault outranks a backend error (the process
+  // is gone, whatever the other side did). Which side failed separates the findings: the output is
+  // "fault:a", "error:b", "error:both", ...
+  for (const auto& [kind, prefix, title] : {std::tuple{kDeviceFault, "fault:", ": device fault\n"},
+                                            std::tuple{kBackendError, "error:", ": backend error\n"}}) {
+    const bool a_failed = a.rejected() && a.reject_class == kind;
+    const bool b_failed = b.rejected() && b.reject_class == kind;
+    if (!a_failed && !b_failed) continue;
     r.verdict = DiffVerdict::kFinding;
-    r.kind = kDeviceFault;
-    r.output = std::string("fault:") + (a_faulted && b_faulted ? "both" : a_faulted ? "a" : "b");
-    r.message = case_title(c) + " " + pair.name() + ": device fault\n" + describe_side(pair.a, a) + "\n" +
-                describe_side(pair.b, b);
-    return r;
-  }
-  const bool a_failed = a.rejected() && a.reject_class == kBackendError;
-  const bool b_failed = b.rejected() && b.reject_class == kBackendError;
-  if (a_failed || b_failed) {
-    r.verdict = DiffVerdict::kFinding;
-    r.kind = kBackendError;
-    // Which side failed separates the findings: "error:a", "error:b" or "error:both".
-    r.output = std::string("error:") + (a_failed && b_failed ? "both" : a_failed ? "a" : "b");
-    r.message = case_title(c) + " " + pair.name() + ": backend error\n" + describe_side(pair.a, a) + "\n" +
-                describe_side(pair.b, b);
+    r.kind = kind;
+    r.output = std::string(prefix) + (a_failed && b_failed ? "both" : a_failed ? "a" : "b");
+    r.message = case_title(c) + " " + pair.name() + title + describe_side(pair.a, a) + "\n" + describe_side(pair.b, b);
     return r;
   }
   if ((a.rejected() && a.reject_class == kUnmodelled) || (b.rejected() && b.reject_class == kUnmodelled)) {
