@@ -1,6 +1,9 @@
 #include "cli/app.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
+#include <set>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +11,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "peers/exec/exec_backend.h"
+#include "peers/plugin/plugin_backend.h"
 
 namespace bitparity::cli {
 namespace {
@@ -56,21 +60,107 @@ void add_exec_flags(CLI::App& app, ExecFlags& flags) {
       ->check(CLI::PositiveNumber);
 }
 
-void start_exec_backends(Registry& registry, const ExecFlags& flags) {
+void start_exec_backend(Registry& registry, const std::string& kind, const std::string& command,
+                        const ExecFlags& flags) {
+  peers::WorkerOptions options;
+  options.name = kind;
+  options.argv = {"/bin/sh", "-c", command};
+  options.start_seconds = flags.timeout_seconds;
+  options.request_seconds = flags.timeout_seconds;
+  peers::add_exec_backend(registry, kind, std::move(options));
+}
+
+// --plugin PATH.so: a backend kind of compiled kernels (peers/plugin/plugin_backend.h).
+void add_plugin_flags(CLI::App& app, std::vector<std::string>& paths) {
+  app.add_option("--plugin", paths,
+                 "PATH.so: a shared library that speaks the C ABI of bitparity/plugin.h (README, \"Plug-ins\"); "
+                 "the backend kind it names and its contracts become KIND:CONTRACT in list, run, diff, replay and "
+                 "campaigns. Repeatable.")
+      ->type_name("PATH");
+}
+
+// The kinds that the arguments name as backends: "torch" for "torch:megatron_eager", also inside
+// "--pair=cuda:C,torch:C".
+std::set<std::string> named_kinds(int argc, const char* const* argv) {
+  std::set<std::string> kinds;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    size_t start = 0;
+    while (start <= arg.size()) {
+      const size_t end = std::min(arg.find_first_of(",=", start), arg.size());
+      const std::string token = arg.substr(start, end - start);
+      const size_t colon = token.find(':');
+      if (colon != std::string::npos && colon > 0) kinds.insert(token.substr(0, colon));
+      start = end + 1;
+    }
+  }
+  return kinds;
+}
+
+// Plug-ins, then --exec workers, then the peers the arguments name (or a placeholder that `list`
+// shows, for those they do not name).
+void add_backends(Registry& registry, const std::vector<std::string>& plugins, const ExecFlags& flags,
+                  const std::vector<PeerBackend>& peers, const std::set<std::string>& named) {
+  for (const std::string& path : plugins) peers::add_plugin_backend(registry, path);
+  std::set<std::string> exec_kinds;
   for (const std::string& spec : flags.specs) {
     const auto [kind, command] = peers::parse_exec_spec(spec);
-    peers::WorkerOptions options;
-    options.name = kind;
-    options.argv = {"/bin/sh", "-c", command};
-    options.start_seconds = flags.timeout_seconds;
-    options.request_seconds = flags.timeout_seconds;
-    peers::add_exec_backend(registry, kind, std::move(options));
+    start_exec_backend(registry, kind, command, flags);
+    exec_kinds.insert(kind);
   }
+  for (const PeerBackend& peer : peers) {
+    if (exec_kinds.count(peer.kind) || registry.backend(peer.kind)) continue;
+    if (named.count(peer.kind)) {
+      start_exec_backend(registry, peer.kind, peer.command(), flags);
+      continue;
+    }
+    const std::string why = "not started: it starts when a " + peer.kind + ":CONTRACT backend is named";
+    registry.add_backend({peer.kind, peer.doc, [why] { return std::optional<std::string>(why); }});
+  }
+}
+
+std::filesystem::path existing(const std::vector<std::filesystem::path>& candidates) {
+  for (const std::filesystem::path& p : candidates)
+    if (!p.empty() && std::filesystem::is_regular_file(p)) return p;
+  return {};
+}
+
+std::string shell_quoted(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
 }
 
 }  // namespace
 
-int run_command_line(const Registry& builtin, int argc, const char* const* argv) {
+PeerBackend torch_peer(const std::string& executable) {
+  PeerBackend peer;
+  peer.kind = "torch";
+  peer.doc = "eager PyTorch on CUDA (peers/torch/worker.py, a worker process; needs torch with a GPU)";
+  peer.command = [executable] {
+    namespace fs = std::filesystem;
+    const char* env = std::getenv("BITPARITY_TORCH_WORKER");
+    std::error_code ignored;
+    const fs::path exe = fs::weakly_canonical(fs::path(executable), ignored);
+    // build/<preset>/cli/bitparity in a source tree, wherever that tree was copied to.
+    const fs::path from_exe = exe.empty() ? fs::path() : exe.parent_path() / "../../../peers/torch/worker.py";
+    if (env && *env && !fs::is_regular_file(env))
+      throw std::runtime_error(std::string("BITPARITY_TORCH_WORKER=") + env + " is not a file (the path of peers/torch/worker.py)");
+    const fs::path worker = existing({env ? fs::path(env) : fs::path(), from_exe,
+                                      fs::path(BITPARITY_SOURCE_DIR) / "peers/torch/worker.py"});
+    if (worker.empty())
+      throw std::runtime_error(
+          "the torch backend needs peers/torch/worker.py: set BITPARITY_TORCH_WORKER to its path, or pass "
+          "--exec torch=\"python3 PATH/worker.py\"");
+    const char* python = std::getenv("BITPARITY_PYTHON");
+    return std::string(python && *python ? python : "python3") + " " +
+           shell_quoted(fs::weakly_canonical(worker, ignored).string());
+  };
+  return peer;
+}
+
+int run_command_line(const Registry& builtin, int argc, const char* const* argv,
+                     const std::vector<PeerBackend>& peers) {
   // The commands see the builtin registry plus the backends that --exec adds after parsing.
   Registry registry = builtin;
   CLI::App app{kDescription, "bitparity"};
@@ -78,6 +168,8 @@ int run_command_line(const Registry& builtin, int argc, const char* const* argv)
   app.fallthrough();  // --exec is accepted after the command's name too
   ExecFlags exec_flags;
   add_exec_flags(app, exec_flags);
+  std::vector<std::string> plugin_paths;
+  add_plugin_flags(app, plugin_paths);
   const std::vector<Command> commands = add_commands(app, registry);
   try {
     app.parse(argc, argv);
@@ -86,7 +178,7 @@ int run_command_line(const Registry& builtin, int argc, const char* const* argv)
     return app.exit(e) == 0 ? kExitOk : kExitError;
   }
   try {
-    start_exec_backends(registry, exec_flags);
+    add_backends(registry, plugin_paths, exec_flags, peers, named_kinds(argc, argv));
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitError;

@@ -42,10 +42,12 @@ JOBS=${JOBS:-$(nproc)}
 
 stage() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
-  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test kernel_bench bitparity || return 1
+  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test kernel_bench bitparity bitparity_example_fleet || return 1
   rm -rf "$CARRY"
-  mkdir -p "$CARRY/lib"
+  mkdir -p "$CARRY/lib" "$CARRY/plugins"
   cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/kernel_bench" "$BUILD/cli/bitparity" "$CARRY/"
+  # The example plug-ins, for campaigns of `--plugin` backends on the GPU.
+  cp "$BUILD"/peers/plugin/examples/*.so "$CARRY/plugins/"
   strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity"
   # Every shared library but the C and C++ runtimes (glibc's pieces included), which the GPU machine has
   # in newer versions.
