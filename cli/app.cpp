@@ -133,6 +133,9 @@ std::string shell_quoted(const std::string& s) {
 
 }  // namespace
 
+// How far above the binary's folder the source tree's root may be.
+constexpr int kTreeLevels = 4;
+
 PeerBackend torch_peer(const std::string& executable) {
   PeerBackend peer;
   peer.kind = "torch";
@@ -141,13 +144,16 @@ PeerBackend torch_peer(const std::string& executable) {
     namespace fs = std::filesystem;
     const char* env = std::getenv("BITPARITY_TORCH_WORKER");
     std::error_code ignored;
-    const fs::path exe = fs::weakly_canonical(fs::path(executable), ignored);
-    // build/<preset>/cli/bitparity in a source tree, wherever that tree was copied to.
-    const fs::path from_exe = exe.empty() ? fs::path() : exe.parent_path() / "../../../peers/torch/worker.py";
     if (env && *env && !fs::is_regular_file(env))
       throw std::runtime_error(std::string("BITPARITY_TORCH_WORKER=") + env + " is not a file (the path of peers/torch/worker.py)");
-    const fs::path worker = existing({env ? fs::path(env) : fs::path(), from_exe,
-                                      fs::path(BITPARITY_SOURCE_DIR) / "peers/torch/worker.py"});
+    // The tree the binary runs from, wherever it was copied (build/<preset>/cli/bitparity, a staged
+    // build/gpu-carry/bitparity), then the tree it was built in.
+    std::vector<fs::path> candidates = {env ? fs::path(env) : fs::path()};
+    fs::path dir = fs::weakly_canonical(fs::path(executable), ignored).parent_path();
+    for (int up = 0; up < kTreeLevels && !dir.empty(); ++up, dir = dir.parent_path())
+      candidates.push_back(dir / "peers/torch/worker.py");
+    candidates.push_back(fs::path(BITPARITY_SOURCE_DIR) / "peers/torch/worker.py");
+    const fs::path worker = existing(candidates);
     if (worker.empty())
       throw std::runtime_error(
           "the torch backend needs peers/torch/worker.py: set BITPARITY_TORCH_WORKER to its path, or pass "
