@@ -19,6 +19,7 @@
 #include "gpu/routing_kernels.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -236,6 +237,15 @@ __global__ void __launch_bounds__(kThreads)
 
 // --- backward --------------------------------------------------------------------------------------
 
+// GatherBackward0 is zeros.scatter_add_: an atomic add onto +0, so a -0 becomes +0. For fp32 it is
+// RED.ADD.F32.FTZ, which flushes a subnormal addend to a sign-preserving zero (+0 once added to
+// +0); bf16's is not flushed.
+template <class Act>
+__device__ __forceinline__ float scatter_add_onto_zero(float dG) {
+  if (Act::kDType == DType::kFP32 && fabsf(dG) < FLT_MIN) return 0.0f;
+  return round_as<Act>(__fadd_rn(0.0f, dG));
+}
+
 template <class Act, bool kSqrtSoftplus>
 __global__ void __launch_bounds__(kThreads) router_backward_kernel(RouterBackward p) {
   using S = typename Act::Storage;
@@ -278,8 +288,9 @@ __global__ void __launch_bounds__(kThreads) router_backward_kernel(RouterBackwar
     float dG = dP(j);
     // dG = dL(f32(dL(dP / D)) + f32(dL(dD))): three roundings to bf16, none for fp32.
     if (k > 1) dG = round_as<Act>(__fadd_rn(round_as<Act>(__fdiv_rn(dG, D)), round_as<Act>(dD)));
-    // GatherBackward0 adds onto +0 (a -0 becomes +0); TopkBackward0 scatters (-0 kept).
-    const float dS = p.gather_path ? round_as<Act>(__fadd_rn(0.0f, dG)) : dG;
+    // GatherBackward0 adds onto +0 (a -0 becomes +0; fp32's atomic add flushes a subnormal dG);
+    // TopkBackward0 scatters (-0 kept).
+    const float dS = p.gather_path ? scatter_add_onto_zero<Act>(dG) : dG;
     d_logits[e] = Act::store(score_backward<kSqrtSoftplus>(dS, Act::load(logits[e])));
   }
 }

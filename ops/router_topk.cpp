@@ -812,7 +812,7 @@ OpInfo router_topk() {
       {"megatron_eager",
        "S = dL(score(f32 L)); top-k of S + bias, ties to the lowest index, sorted; D = f32(fp64 rule-7 sum of G) + "
        "f32(1e-20), P = f32(G) / D in fp32 (k == 1: P = G in dL); backward as router-backward-order.md (dD rule-7 "
-       "tree over the slots in topk_idx's order, bf16 dG = bf(bf(a) + bf(dD))). NaN R ranks above every number, "
+       "tree over the slots in topk_idx's order, bf16 dG = bf(bf(a) + bf(dD)); the gather path's scatter_add_ onto +0 is fp32's flushing atomic add, so a -0 or subnormal fp32 dG gives dS = +0). NaN R ranks above every number, "
        "lowest index first among NaNs: not in the GPU probe, but every row with NaN logits of the eager recording "
        "(peers/torch/routing.jsonl.gz) agrees. probs is scattered into zeros of P's dtype (fp32 for k > 1): #5335's "
        "verbatim zeros_like(logits).scatter raises for bf16 logits with k > 1 in eager PyTorch 2.11, so the "

@@ -4,6 +4,7 @@
 // logits dtype. Inputs have passed the op's validate (ops/router_topk.cpp).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -199,6 +200,15 @@ std::vector<float> slot_gradients(const Router& r, std::span<const float> G, std
   return dG;
 }
 
+// B5, GatherBackward0: zeros.scatter_add_(1, idx, dG) adds each slot's gradient onto +0 with an
+// atomic add, so a -0 becomes +0; for fp32 logits that add is RED.ADD.F32.FTZ, which flushes a
+// subnormal addend to a sign-preserving zero, so a subnormal dG becomes +0 too (eager PyTorch on the
+// H200 gives +0 where dP is subnormal and k = 1, fp32 logits). bf16's add is not flushed.
+float scatter_add_onto_zero(DType logits_dtype, float dG) {
+  if (logits_dtype == DType::kFP32 && std::fabs(dG) < std::numeric_limits<float>::min()) return 0.0f;
+  return 0.0f + dG;
+}
+
 // d_logits of one element from dS (B6-B8).
 float score_backward(Score score, float x, float dS) {
   if (score == Score::kSigmoid) {
@@ -230,8 +240,8 @@ TensorMap megatron_backward(const Case& c) {
     }
     const std::vector<float> dG = slot_gradients(r, G, dP);
     std::fill(dS.begin(), dS.end(), 0.0f);
-    for (size_t j = 0; j < slots.size(); ++j)  // B5: scatter_add_ onto +0 turns -0 into +0; B5': scatter keeps it
-      dS[static_cast<size_t>(slots[j])] = r.bias ? 0.0f + dG[j] : dG[j];
+    for (size_t j = 0; j < slots.size(); ++j)  // B5: scatter_add_ onto +0 (gather path); B5': scatter keeps dG
+      dS[static_cast<size_t>(slots[j])] = r.bias ? scatter_add_onto_zero(r.dl, dG[j]) : dG[j];
     for (int64_t e = 0; e < r.E; ++e)
       store(d_logits, t * r.E + e, score_backward(r.score, r.logits->f32(t * r.E + e), dS[static_cast<size_t>(e)]));
   }

@@ -22,7 +22,7 @@
 # device tool brings back few files). JOBS: test shards run in parallel (default: cores, at most
 # 8). RC_CASES: RapidCheck cases per property (default 100); MEMCHECK_RC_CASES (15) and
 # RACECHECK_RC_CASES (60) under the sanitizers.
-# BENCH_FILTER: a --benchmark_filter regex. SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1 leave
+# BENCH_FILTER: a --benchmark_filter regex. SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_PLUGINS=1 leave
 # parts out, so that a check too long for one call can be split over several. TEST_FILTER: a
 # --gtest_filter for the test shards (default: all); SANITIZER_FILTER: the sanitizers' (default: the
 # cuda targets and the PyTorch recordings). PART_TIMEOUT: seconds each part (tests, each sanitizer,
@@ -123,6 +123,14 @@ run() {
     echo "benchmarks: $((SECONDS - t0)) s" >>"$logs/timing.txt"
   fi
 
+  if [[ ${SKIP_PLUGINS:-0} != 1 ]]; then
+    t0=$SECONDS
+    for so in "$CARRY"/plugins/*.so; do
+      [[ -f $so ]] && part "plugins" check_plugin "$so" "$logs"
+    done
+    echo "plug-ins: $((SECONDS - t0)) s" >>"$logs/timing.txt"
+  fi
+
   summarize | tee "$RESULTS/summary.txt"
   local status=${PIPESTATUS[0]}
   if [[ -n ${ARCHIVE_TO:-} ]]; then
@@ -131,6 +139,40 @@ run() {
     tar czf "$ARCHIVE_TO/logs.tar.gz" -C "$RESULTS" logs failures
   fi
   return "$status"
+}
+
+# One plug-in of build/gpu-carry/plugins: a campaign of PLUGIN_SECONDS (30) against the reference of
+# every contract it claims (a new same-contract finding is a bug: the check fails), then its corpus
+# of documented divergences (peers/plugin/examples/corpus: each must still show). One line per
+# plug-in in logs/plugins.txt.
+check_plugin() {
+  local so=$1 logs=$2 name kind pairs=() rc
+  name=$(basename "$so" .so)
+  local bp=("$CARRY/bitparity" --plugin "$so")
+  kind=$("${bp[@]}" list 2>"$logs/plugin-$name.log" | awk -v so="$so" '$2 == "-" && $3 == "plug-in" && index($0, so) { print $1 }')
+  if [[ -z $kind ]]; then
+    echo "$name: FAIL (does not load; see logs/plugin-$name.log)" >>"$logs/plugins.txt"
+    return 0
+  fi
+  for contract in $("${bp[@]}" list | grep -o "\b$kind:[a-z0-9_]*" | cut -d: -f2 | sort -u); do
+    pairs+=(--pair "$kind:$contract,ref:$contract")
+  done
+  "${bp[@]}" campaign -q "${pairs[@]}" --budget-seconds "${PLUGIN_SECONDS:-30}" --seed "${PLUGIN_SEED:-1}" \
+    --corpus "$logs/plugin-$name-corpus" --report "$logs/plugin-$name-report.json" >>"$logs/plugin-$name.log" 2>&1
+  rc=$?
+  local entries=("$ROOT"/peers/plugin/examples/corpus/*/*.json) replay_rc=0
+  if [[ -f ${entries[0]} ]]; then
+    "${bp[@]}" replay "${entries[@]}" >>"$logs/plugin-$name.log" 2>&1
+    replay_rc=$?
+  fi
+  local cases
+  cases=$(python3 -c 'import json,sys; print(sum(c["cases"] for c in json.load(open(sys.argv[1]))["counts"]))' \
+    "$logs/plugin-$name-report.json" 2>/dev/null || echo "?")
+  if ((rc == 0 && replay_rc == 0)); then
+    echo "$name ($kind, $((${#pairs[@]} / 2)) contracts): PASS, $cases cases, 0 findings$([[ -f ${entries[0]} ]] && echo ", ${#entries[@]} corpus entries replayed")" >>"$logs/plugins.txt"
+  else
+    echo "$name ($kind): FAIL (campaign exit $rc, replay exit $replay_rc; see logs/plugin-$name.log)" >>"$logs/plugins.txt"
+  fi
 }
 
 summarize() {
@@ -192,7 +234,7 @@ if xml_count == 0 and not tests_skipped:
 if tests_skipped:
     print("tests: not run (SKIP_TESTS=1)")
 if not (xml_count or any(os.path.exists(os.path.join(logs, t + ".log")) for t in ("memcheck", "racecheck"))
-        or os.path.exists(os.path.join(results, "bench.json"))):
+        or os.path.exists(os.path.join(results, "bench.json")) or os.path.exists(os.path.join(logs, "plugins.txt"))):
     problems.append("nothing ran")
 timed_out_path = os.path.join(logs, "timed-out.txt")
 if os.path.exists(timed_out_path):
@@ -270,6 +312,14 @@ if os.path.exists(bench_path):
               f"NOT met at {len(best_below)}: " + "; ".join(best_below)))
 else:
     print("benchmarks: not run")
+plugins = os.path.join(logs, "plugins.txt")
+if os.path.exists(plugins):
+    lines = [l.strip() for l in open(plugins) if l.strip()]
+    print("plug-ins against the reference of their contracts:")
+    for l in lines:
+        print("  " + l)
+    if any(": FAIL" in l for l in lines):
+        problems.append("a plug-in failed its check")
 timing = os.path.join(logs, "timing.txt")
 if os.path.exists(timing):
     print("time: " + "; ".join(l.strip() for l in open(timing)))
