@@ -114,7 +114,10 @@ BoundLaunch bind_swiglu_scale_megatron(const KernelArgs& k) {
   p.g = required(k.inputs, "g").data();
   p.clamp = clamp;
   // Rule 7 has no plan for an empty row (the empty sum is +0) and rejects what it does not model.
-  if (rows > 0 && F > 0) p.plan = rule7_row_sum_plan(F, rows);
+  // The products act(swiglu) * g.to(w) are a tensor of promote(act, w): 16-bit when the two dtypes
+  // are one 16-bit dtype, which torch.sum reduces in 8-element vectors; fp32 otherwise.
+  const int product_bytes = y.dtype == scale.dtype && dtype_size(y.dtype) == 2 ? 2 : 4;
+  if (rows > 0 && F > 0) p.plan = rule7_row_sum_plan(F, rows, product_bytes);
   p.d_y = required(k.outputs, "d_y").data();
   p.d_scale = required(k.outputs, "d_scale").data();
   p.ilp = k.ilp;

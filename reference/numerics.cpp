@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -14,7 +15,8 @@ namespace {
 // Rule 7 constants of ATen's Reduce.cuh launch configuration.
 constexpr int64_t kMaxThreads = 512;    // threads of one reduction block
 constexpr int64_t kWarpLanes = 32;
-constexpr int64_t kVectorWidth = 4;     // elements per vectorized load
+constexpr int kVectorBytes = 16;                 // bytes of one vectorized load
+constexpr int64_t kIterationAccumulators = 4;  // a lane's accumulators where rows are not vectorized
 constexpr int64_t kVectorizeFrom = 128; // rows at least this wide load vectors
 
 int64_t pow2_floor_capped(int64_t n) {
@@ -58,44 +60,53 @@ float clamp_min_max_f32(float v, float lo, float hi) {
   return cuda_fminf(cuda_fmaxf(v, lo), hi);
 }
 
-RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows) {
-  if (width > kMaxModelledRowWidth)
-    throw RejectError("unmodelled", "rule 7 models torch.sum rows up to " + std::to_string(kMaxModelledRowWidth) +
-                                        " wide; got " + std::to_string(width));
+RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows, int element_bytes) {
+  if (element_bytes != 2 && element_bytes != 4)
+    throw std::logic_error("rule 7 models rows of 2- or 4-byte elements");
+  const int64_t max_width = element_bytes == 2 ? kMaxModelledRowWidth16 : kMaxModelledRowWidth;
+  if (width > max_width)
+    throw RejectError("unmodelled", "rule 7 models torch.sum rows of " + std::to_string(element_bytes) +
+                                        "-byte elements up to " + std::to_string(max_width) + " wide; got " +
+                                        std::to_string(width));
   RowSumPlan plan;
+  plan.vector = kVectorBytes / element_bytes;
   plan.vectorized = width >= kVectorizeFrom;
-  if (plan.vectorized && width % kVectorWidth != 0)
+  if (plan.vectorized && width % plan.vector != 0)
     throw RejectError("unmodelled", "rule 7 does not model torch.sum over rows of width >= 128 that are not a "
-                                    "multiple of 4; got " + std::to_string(width));
-  const int64_t dim0 = plan.vectorized ? width / kVectorWidth : width;
+                                    "multiple of " + std::to_string(plan.vector) + " (" +
+                                    std::to_string(element_bytes) + "-byte elements); got " + std::to_string(width));
+  const int64_t dim0 = plan.vectorized ? width / plan.vector : width;
   const int64_t lanes = std::min(pow2_floor_capped(dim0), kWarpLanes);
   const int64_t height = std::min(pow2_floor_capped(std::max<int64_t>(rows, 1)), kMaxThreads / lanes);
   plan.lanes = std::min(pow2_floor_capped(dim0), kMaxThreads / height);
   return plan;
 }
 
-float torch_row_sum(std::span<const float> row, int64_t rows) {
+float torch_row_sum(std::span<const float> row, int64_t rows, int element_bytes) {
   const int64_t width = static_cast<int64_t>(row.size());
   if (width == 0) return 0.0f;
-  const RowSumPlan plan = torch_row_sum_plan(width, rows);
-  const bool vectorized = plan.vectorized;
+  const RowSumPlan plan = torch_row_sum_plan(width, rows, element_bytes);
   const int64_t lanes = plan.lanes;
+  const int64_t accumulators = plan.vectorized ? plan.vector : kIterationAccumulators;
 
   std::vector<float> lane_value(static_cast<size_t>(lanes));
+  std::vector<float> acc(static_cast<size_t>(accumulators));
   for (int64_t l = 0; l < lanes; ++l) {
-    float acc[kVectorWidth] = {0.0f, 0.0f, 0.0f, 0.0f};
+    std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t it = 0;; ++it) {
-      if (vectorized) {
-        const int64_t base = kVectorWidth * (l + lanes * it);
+      if (plan.vectorized) {
+        const int64_t base = plan.vector * (l + lanes * it);
         if (base >= width) break;
-        for (int64_t i = 0; i < kVectorWidth; ++i) acc[i] += row[static_cast<size_t>(base + i)];
+        for (int64_t i = 0; i < plan.vector; ++i) acc[static_cast<size_t>(i)] += row[static_cast<size_t>(base + i)];
       } else {
         const int64_t idx = l + lanes * it;
         if (idx >= width) break;
-        acc[it % kVectorWidth] += row[static_cast<size_t>(idx)];
+        acc[static_cast<size_t>(it % kIterationAccumulators)] += row[static_cast<size_t>(idx)];
       }
     }
-    lane_value[static_cast<size_t>(l)] = ((acc[0] + acc[1]) + acc[2]) + acc[3];
+    float value = acc[0];  // ((acc0 + acc1) + acc2) + ..., left to right
+    for (size_t i = 1; i < acc.size(); ++i) value += acc[i];
+    lane_value[static_cast<size_t>(l)] = value;
   }
   for (int64_t stride = lanes / 2; stride >= 1; stride /= 2)
     for (int64_t l = 0; l < stride; ++l) lane_value[static_cast<size_t>(l)] += lane_value[static_cast<size_t>(l + stride)];

@@ -34,21 +34,27 @@ float cuda_fmaxf(float x, float y);
 float clamp_max_f32(float v, float hi);
 float clamp_min_max_f32(float v, float lo, float hi);
 
-// The launch shape of ATen's Reduce.cuh for rows of `width` fp32 values in a tensor of `rows` rows
-// (rule 7): whether each lane loads 4-element vectors, and how many lanes share a row. Throws
-// RejectError("unmodelled") for the layouts rule 7 does not cover. The reference's own: a backend
-// that reproduces torch.sum's order writes its plan itself, so that a diff can catch either.
+// The launch shape of ATen's Reduce.cuh for rows of `width` values of `element_bytes` bytes (4 for
+// fp32; 2 for a bf16 or fp16 tensor, which torch.sum reduces with fp32 accumulation) in a tensor of
+// `rows` rows (rule 7): whether each lane loads 16-byte vectors (4 or 8 elements), and how many
+// lanes share a row. Throws RejectError("unmodelled") for the layouts rule 7 does not cover. The
+// reference's own: a backend that reproduces torch.sum's order writes its plan itself, so that a
+// diff can catch either.
 struct RowSumPlan {
   bool vectorized = false;
   int64_t lanes = 1;
+  int64_t vector = 4;  // elements a lane loads at once, and its accumulators, when vectorized
 };
-RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows);
+RowSumPlan torch_row_sum_plan(int64_t width, int64_t rows, int element_bytes = 4);
 
-// Rule 7, last-dim reduce of one contiguous fp32 row of width `width` inside a tensor of `rows`
-// rows: the lane model with four position accumulators and the halving tree. The row count is
-// part of the order (it sets the lane count). Throws RejectError("unmodelled") for the layouts
-// rule 7 does not cover (width >= 128 and not a multiple of 4; rows so wide they split blocks).
-float torch_row_sum(std::span<const float> row, int64_t rows);
+// Rule 7, last-dim reduce of one contiguous row of width `width` inside a tensor of `rows` rows,
+// the values given as fp32 (exact for a bf16 or fp16 tensor, `element_bytes` 2): the lane model with
+// one accumulator per position of a 16-byte vector (4 for fp32, 8 for 16-bit values; 4 by iteration
+// where rows are too narrow to vectorize), combined left to right, and the halving tree. The row
+// count is part of the order (it sets the lane count). Throws RejectError("unmodelled") for the
+// layouts rule 7 does not cover (width >= 128 and not a multiple of the vector; rows so wide they
+// split blocks).
+float torch_row_sum(std::span<const float> row, int64_t rows, int element_bytes = 4);
 
 // Rule 7, middle-dim reduce of a contiguous [T, k, H] over k, for one output: one thread with four
 // fp32 accumulators, acc[j mod 4] += x_j for j ascending, each from +0, combined left to right.
@@ -74,7 +80,9 @@ void canonicalize_nans(Tensor& t);
 // `impl` with every NaN of its outputs canonical.
 Impl with_canonical_nans(Impl impl);
 
-// The widest row torch_row_sum models exactly: beyond it ATen splits a row across warps.
+// The widest row torch_row_sum models exactly: beyond it ATen splits a row across warps. 16-bit rows
+// were verified up to 4096 (at 8192 neither vector width reproduces torch on an H200).
 inline constexpr int64_t kMaxModelledRowWidth = 8192;
+inline constexpr int64_t kMaxModelledRowWidth16 = 4096;
 
 }  // namespace bitparity::ref

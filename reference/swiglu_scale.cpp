@@ -21,7 +21,7 @@ float at(const Tensor& y, int64_t r, int64_t F, int64_t j, bool value_half) {
 
 // ---------------------------------------------------------------------------------------------
 // Megatron: out = bf(f32(swiglu_bf16) * w); backward swiglu_back(g * w, y); d_scale the PyTorch
-// row sum (rule 7) of swiglu_bf16 * g.to(w), keepdim, then .to(w).
+// row sum (rule 7, for the products' element size) of swiglu_bf16 * g.to(w), keepdim, then .to(w).
 TensorMap swiglu_scale_megatron(const Case& c, const ContractInfo& contract) {
   const Tensor& y = *c.input("y");
   const Tensor& scale = *c.input("scale");
@@ -53,7 +53,8 @@ TensorMap swiglu_scale_megatron(const Case& c, const ContractInfo& contract) {
       const float sw = swiglu::megatron_swiglu(act, a, b, clamp);
       products[static_cast<size_t>(j)] = round_to(chain, sw * round_to(w, gj));  // swiglu(y) * g.to(w)
     }
-    d_scale.set_f32(r, round_to(w, round_to(chain, torch_row_sum(products, rows))));
+    // The products are a tensor of the chain dtype: a 16-bit one is summed in 8-element vectors.
+    d_scale.set_f32(r, round_to(w, round_to(chain, torch_row_sum(products, rows, dtype_size(chain)))));
   }
   return {{"d_y", d_y}, {"d_scale", d_scale}};
 }

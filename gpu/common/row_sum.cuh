@@ -1,10 +1,10 @@
 // Rule 7, last-dim reduce, on the device: the combination of a row's lane accumulators into the
 // row's sum in torch.sum's order (gpu/common/row_sum.h has the plan that fixes the lanes).
 //
-// Rule 7 assigns the row's values to L lanes: in the vectorized plan lane l owns the 4-element
-// groups 4 * (l + L * it), one accumulator per position in the group; otherwise lane l owns the
-// elements l + L * it, accumulator it % 4. Lane values ((acc0 + acc1) + acc2) + acc3 then meet in
-// a halving tree. A kernel may give a thread V consecutive lanes (V = 2 lets a thread of 16-bit
+// Rule 7 assigns the row's values to L lanes: in the vectorized plan lane l owns the N-element
+// groups N * (l + L * it) (N = 4 for fp32 rows, 8 for 16-bit ones: one 16-byte load), one
+// accumulator per position in the group; otherwise lane l owns the elements l + L * it,
+// accumulator it % 4. Lane values ((acc0 + acc1) + acc2) + ... then meet in a halving tree. A kernel may give a thread V consecutive lanes (V = 2 lets a thread of 16-bit
 // data read one 16-byte packet, two groups, per iteration); G = L / V threads then share a row.
 // Tree strides of at least V are warp shuffles (G <= 32: several rows per block) or shared memory
 // (G > 32: one row per block); stride 1 of V = 2 is in-thread.
@@ -17,16 +17,21 @@
 namespace bitparity::gpu::device {
 
 // The row's sum, at thread t == 0 of the row's `group` threads; acc[q][i] is accumulator i of the
-// thread's lane V * t + q, and `lanes` the plan's L. Every thread of the block calls it (the
+// thread's lane V * t + q (N accumulators a lane: 4, or 8 for a vectorized row of 16-bit values,
+// combined left to right), and `lanes` the plan's L. Every thread of the block calls it (the
 // shared-memory tree synchronizes the block); `tree` is L floats of shared memory when
 // group > 32, unused otherwise.
-template <int V>
-__device__ __forceinline__ float rule7_row_total(const float (&acc)[V][kRuleVector], int lanes, int group, int t,
+template <int V, int N>
+__device__ __forceinline__ float rule7_row_total(const float (&acc)[V][N], int lanes, int group, int t,
                                                  float* tree) {
   const int L = lanes;
   float v[V];
 #pragma unroll
-  for (int q = 0; q < V; ++q) v[q] = __fadd_rn(__fadd_rn(__fadd_rn(acc[q][0], acc[q][1]), acc[q][2]), acc[q][3]);
+  for (int q = 0; q < V; ++q) {
+    v[q] = acc[q][0];
+#pragma unroll
+    for (int i = 1; i < N; ++i) v[q] = __fadd_rn(v[q], acc[q][i]);
+  }
 
   if (group <= kWarpLanes) {
     for (int stride = L / 2; stride >= 1; stride /= 2) {

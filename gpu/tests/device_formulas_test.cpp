@@ -129,35 +129,41 @@ TEST(DeviceFormulas, PaddleClampEqualsTheReference) {
 // spec; they must agree on every width the rule models, at every row count, and reject the same
 // layouts as unmodelled.
 TEST(DeviceFormulas, Rule7PlanEqualsTheReferences) {
-  int compared = 0, rejected = 0;
-  for (int64_t rows : {0, 1, 2, 3, 7, 16, 17, 64, 100, 511, 512, 513, 4096, 16384, 65536})
-    for (int64_t width = 1; width <= kRuleMaxRowWidth + 8; ++width) {
-      std::optional<RowSumPlan> gpu_plan;
-      std::optional<ref::RowSumPlan> ref_plan;
-      std::string gpu_class, ref_class;
-      try {
-        gpu_plan = rule7_row_sum_plan(width, rows);
-      } catch (const RejectError& e) {
-        gpu_class = e.error_class();
+  int compared = 0, rejected = 0, wide_vectors = 0;
+  for (int element_bytes : {4, 2})
+    for (int64_t rows : {0, 1, 2, 3, 7, 16, 17, 64, 100, 511, 512, 513, 4096, 16384, 65536})
+      for (int64_t width = 1; width <= kRuleMaxRowWidth + 8; ++width) {
+        const std::string where = "width " + std::to_string(width) + ", rows " + std::to_string(rows) + ", " +
+                                  std::to_string(element_bytes) + "-byte elements";
+        std::optional<RowSumPlan> gpu_plan;
+        std::optional<ref::RowSumPlan> ref_plan;
+        std::string gpu_class, ref_class;
+        try {
+          gpu_plan = rule7_row_sum_plan(width, rows, element_bytes);
+        } catch (const RejectError& e) {
+          gpu_class = e.error_class();
+        }
+        try {
+          ref_plan = ref::torch_row_sum_plan(width, rows, element_bytes);
+        } catch (const RejectError& e) {
+          ref_class = e.error_class();
+        }
+        ASSERT_EQ(gpu_plan.has_value(), ref_plan.has_value()) << where;
+        if (!gpu_plan) {
+          ASSERT_EQ(gpu_class, "unmodelled") << where;
+          ASSERT_EQ(ref_class, "unmodelled") << where;
+          ++rejected;
+          continue;
+        }
+        ASSERT_EQ(gpu_plan->vectorized, ref_plan->vectorized) << where;
+        ASSERT_EQ(gpu_plan->lanes, ref_plan->lanes) << where;
+        ASSERT_EQ(gpu_plan->vector, ref_plan->vector) << where;
+        wide_vectors += gpu_plan->vectorized && gpu_plan->vector == kRuleVector16;
+        ++compared;
       }
-      try {
-        ref_plan = ref::torch_row_sum_plan(width, rows);
-      } catch (const RejectError& e) {
-        ref_class = e.error_class();
-      }
-      ASSERT_EQ(gpu_plan.has_value(), ref_plan.has_value()) << "width " << width << ", rows " << rows;
-      if (!gpu_plan) {
-        ASSERT_EQ(gpu_class, "unmodelled") << "width " << width << ", rows " << rows;
-        ASSERT_EQ(ref_class, "unmodelled") << "width " << width << ", rows " << rows;
-        ++rejected;
-        continue;
-      }
-      ASSERT_EQ(gpu_plan->vectorized, ref_plan->vectorized) << "width " << width << ", rows " << rows;
-      ASSERT_EQ(gpu_plan->lanes, ref_plan->lanes) << "width " << width << ", rows " << rows;
-      ++compared;
-    }
   EXPECT_GT(compared, 0);
-  EXPECT_GT(rejected, 0);  // both rejection classes (not a multiple of 4, too wide) are reached
+  EXPECT_GT(wide_vectors, 0);  // 16-bit rows plan 8-element vectors
+  EXPECT_GT(rejected, 0);  // both rejection classes (not a multiple of the vector, too wide) are reached
 }
 
 }  // namespace

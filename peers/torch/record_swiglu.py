@@ -140,7 +140,9 @@ def main():
             g = values(rng, (rows, Fh), act, family)
             attrs = {} if clamp is None else {"clamp": clamp if math.isfinite(clamp) else ("nan" if math.isnan(clamp) else "inf")}
             if scaled:
-                sdt = ["fp32", "bf16"][rng.integers(0, 2)]
+                # A scale of the activations' dtype makes the d_scale products a 16-bit tensor,
+                # which torch.sum reduces in 8-element vectors (fp32 products: 4).
+                sdt = ["fp32", "bf16", act][rng.integers(0, 3)]
                 two_d = rng.random() < 0.5
                 w = values(rng, (rows, 1), sdt, "probs" if family == "moderate" else "mixed")
                 scale = w if two_d else w.reshape(rows)
