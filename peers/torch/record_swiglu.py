@@ -11,6 +11,7 @@ a re-reading of its source.
     python3 peers/torch/record_swiglu.py OUT.jsonl [--seed 1]
 """
 import argparse
+import itertools
 import json
 import math
 
@@ -171,7 +172,49 @@ def main():
                                        "contract": contract, "seed": args.seed, "index": i})
                 f.write(json.dumps(doc) + "\n")
                 lines += 1
+        lines += record_cancelling(f, rng, args.seed, args.count)
     print("recorded", lines, "cases with torch", torch.__version__, "on", torch.cuda.get_device_name())
+
+
+# Rows whose d_scale sum cancels: the last gradient of each row is chosen so that the products
+# almost cancel, so the result is far smaller than the partial sums and its last bits show the
+# order torch.sum adds them in (for 16-bit products: 8-element vectors), which random rows hide
+# behind the final rounding. A scale of the activations' dtype makes the products a 16-bit tensor.
+CANCEL_SHAPES = [(16, 1408), (4, 4096), (64, 128), (3, 2368), (1, 256), (17, 1408)]
+
+
+def cancelling_g(sw, g):
+    sw64, g64 = sw.double(), g.double()
+    last = sw64.abs().argmax(dim=1)
+    rows = torch.arange(sw.shape[0], device=sw.device)
+    g64[rows, last] = 0.0
+    partial = (sw64 * g64).sum(dim=1)
+    pivot = sw64[rows, last]
+    g64[rows, last] = torch.where(pivot != 0, -partial / pivot, torch.zeros_like(partial))
+    return g64.to(g.dtype)
+
+
+def record_cancelling(f, rng, seed, first_index):
+    lines = 0
+    for n, ((rows, Fh), act, clamp) in enumerate(itertools.product(CANCEL_SHAPES, ["bf16", "fp16"], [None, 0.75])):
+        contract = "megatron_eager"
+        y = values(rng, (rows, 2 * Fh), act, "moderate")
+        g = values(rng, (rows, Fh), act, "moderate")
+        w = values(rng, (rows, 1), act, "probs")
+        g = cancelling_g(swiglu_fwd(y, clamp, contract), g)
+        d_y, d_w = weighted_bwd(g, y, w, clamp, contract)
+        two_d = n % 2 == 0
+        scale = w if two_d else w.reshape(rows)
+        d_scale = d_w if two_d else d_w.reshape(rows)
+        attrs = {} if clamp is None else {"clamp": clamp}
+        doc = {"format": "bitparity-case/1", "op": "swiglu_scale", "attrs": attrs, "direction": "bwd",
+               "inputs": {"y": tensor_json(y, act), "scale": tensor_json(scale, act), "g": tensor_json(g, act)},
+               "outputs": {"d_y": tensor_json(d_y, act), "d_scale": tensor_json(d_scale, act)},
+               "provenance": {"peer": "torch " + torch.__version__, "device": torch.cuda.get_device_name(),
+                              "contract": contract, "seed": seed, "index": first_index + n}}
+        f.write(json.dumps(doc) + "\n")
+        lines += 1
+    return lines
 
 
 if __name__ == "__main__":
