@@ -22,7 +22,7 @@ Replays a bitparity corpus, runs a bounded bitparity campaign of the given pairs
 regression or a new same-contract finding.
 
   --pair A,B              a backend pair KIND:CONTRACT,KIND:CONTRACT, e.g.
-                          fleet:paddle_fused,ref:paddle_fused (repeatable; at least one)
+                          mine:paddle_fused,ref:paddle_fused (repeatable; at least one)
   --corpus DIR            the repository's corpus (entries DIR/<op>/*.json): replayed first, and
                           the campaign writes only findings whose signature it lacks (default: none)
   --budget-seconds N      the campaign's wall-clock budget (default 300; shrinking a finding is
@@ -119,14 +119,14 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-[ ${#pairs[@]} -gt 0 ] || die_usage "--pair A,B is required: the kernel's backend and the reference of the contract it claims, e.g. --pair fleet:paddle_fused,ref:paddle_fused"
+[ ${#pairs[@]} -gt 0 ] || die_usage "--pair A,B is required: the kernel's backend and the reference of the contract it claims, e.g. --pair mine:paddle_fused,ref:paddle_fused"
 
 backend_re='[a-z][a-z0-9_]*:[A-Za-z0-9_]+'
 same_contract_pairs=0
 pair_notes=()  # printed once every argument is checked
 for p in "${pairs[@]}"; do
   [[ $p =~ ^($backend_re),($backend_re)$ ]] ||
-    die_usage "--pair '$p': expected KIND:CONTRACT,KIND:CONTRACT (e.g. fleet:paddle_fused,ref:paddle_fused)"
+    die_usage "--pair '$p': expected KIND:CONTRACT,KIND:CONTRACT (e.g. mine:paddle_fused,ref:paddle_fused)"
   a=${BASH_REMATCH[1]} b=${BASH_REMATCH[2]}
   if [ "${a#*:}" = "${b#*:}" ]; then
     same_contract_pairs=$((same_contract_pairs + 1))
