@@ -75,6 +75,13 @@ std::vector<std::string> Registry::impls_of(const std::string& op) const {
   return names;
 }
 
+bool valid_kind_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxKindNameLength || name[0] < 'a' || name[0] > 'z') return false;
+  for (char ch : name)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
+  return true;
+}
+
 std::pair<std::string, std::string> split_backend_name(const std::string& name) {
   const size_t colon = name.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == name.size() ||

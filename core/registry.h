@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <rapidcheck/Gen.h>
@@ -177,6 +178,11 @@ class Registry {
   std::vector<BackendKind> backends_;
   std::map<std::pair<std::string, std::string>, Impl> impls_;  // (op, "kind:contract")
 };
+
+// A backend kind that a worker or a plug-in names: [a-z][a-z0-9_]*, at most kMaxKindNameLength
+// characters.
+inline constexpr size_t kMaxKindNameLength = 64;
+bool valid_kind_name(std::string_view name);
 
 // Splits "ref:megatron_eager" into its kind and contract; throws ParseError on another form.
 std::pair<std::string, std::string> split_backend_name(const std::string& name);

@@ -26,6 +26,12 @@ inline constexpr int64_t kMaxTensorElements = int64_t{1} << 26;
 // kMaxTensorRank dims, or nonzero dims whose product (overflow-checked) exceeds kMaxTensorElements.
 void check_shape_limits(const Shape& shape);
 
+// The byte every element of a fresh backend output holds before the backend writes it (the CUDA
+// backend's and plug-ins' outputs): 0x5a5a (bf16 about 1.5e16) and 0x5a5a5a5a (fp32 about 1.5e16)
+// are finite, not zero and no value a kernel produces from the generated cases by chance, and
+// compare unequal to NaN even where NaNs compare equal.
+inline constexpr int kPoisonByte = 0x5a;
+
 class Tensor {
  public:
   Tensor() = default;

@@ -26,22 +26,23 @@ using namespace device;
 //
 // d_scale is the rule-7 row sum (gpu/common/row_sum.cuh) of the products act(swiglu) * g.to(w),
 // whose tensor has the dtype promote(act, w). A 16-bit product tensor (w of act's dtype) is summed
-// in 8-element vectors: a thread is one lane with kN = 8 accumulators and reads one 16-byte packet
+// in 8-element vectors: a thread is one lane with kAccumulators = 8 and reads one 16-byte packet
 // per iteration. An fp32 product tensor is summed in 4-element vectors: with 16-bit activations a
 // thread owns V = 2 consecutive lanes, so that it still reads one 16-byte packet (two groups) per
 // iteration. G = L / V threads share a row.
-template <class Act, int kN>
-inline constexpr int kLanesPerThread = kN == kRuleVector16 ? 1 : (sizeof(typename Act::Storage) == 2 ? 2 : 1);
+template <class Act, int kAccumulators>
+inline constexpr int kLanesPerThread =
+    kAccumulators == kRuleVector16 ? 1 : (sizeof(typename Act::Storage) == 2 ? 2 : 1);
 
 inline constexpr int kMaxRowThreads = kReduceMaxThreads;
 
 // kBlock: the block size the kernel is compiled for, kThreads (several rows per block) or
 // kMaxRowThreads (one row of more than 32 threads per block).
-template <class Act, int kIlp, int kBlock, int kClamp, int kN>
+template <class Act, int kIlp, int kBlock, int kClamp, int kAccumulators>
 __global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kBlock)
     megatron_scale_backward_kernel(MegatronScaleBackward p, int group) {
   using S = typename Act::Storage;
-  constexpr int V = kLanesPerThread<Act, kN>;
+  constexpr int V = kLanesPerThread<Act, kAccumulators>;
   extern __shared__ float tree[];
   const int L = p.plan.lanes;
   const int64_t F = p.F;
@@ -58,11 +59,11 @@ __global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kB
   const bool chain_is_act = p.scale_dtype == Act::kDType;  // promote(act, w)
   auto chain = [chain_is_act](float x) { return chain_is_act ? round_as<Act>(x) : x; };
 
-  float acc[V][kN];
+  float acc[V][kAccumulators];
 #pragma unroll
   for (int q = 0; q < V; ++q)
 #pragma unroll
-    for (int i = 0; i < kN; ++i) acc[q][i] = 0.0f;
+    for (int i = 0; i < kAccumulators; ++i) acc[q][i] = 0.0f;
 
   if (live) {
     const S* a_row = static_cast<const S*>(p.y) + row * 2 * F;
@@ -108,14 +109,14 @@ __global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kB
       store_chunk<Act, kN>(db_row + c, db);
     };
     if (p.plan.vectorized) {
-      constexpr int kUnit = kN * V;  // one 16-byte packet: V lanes' groups
+      constexpr int kUnit = kAccumulators * V;  // one 16-byte packet: V lanes' groups
       if (V == 1 || F % kUnit == 0) {
         // Groups of kIlp iterations' packets; the next group's loads are issued before the current
         // group is computed. The lanes still accumulate in iteration order.
         struct Group {
           Chunk<Act, kUnit> a[kIlp], b[kIlp], g[kIlp];
         };
-        const int64_t iteration = int64_t{kN} * L, step = iteration * kIlp;
+        const int64_t iteration = int64_t{kAccumulators} * L, step = iteration * kIlp;
         auto load = [&](Group& q, int64_t start0) {
 #pragma unroll
           for (int u = 0; u < kIlp; ++u) {
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(kBlock, blocks_per_sm(6, kIlp) * kThreads / kB
         }
       } else {
         // 16-bit activations with an fp32 product tensor and F % 8 == 4: each lane's 4-element
-        // group alone (8-byte accesses). (kN == 8 plans only rows of a multiple of 8.)
+        // group alone (8-byte accesses). (kAccumulators == 8 plans only rows of a multiple of 8.)
         for (int64_t start = int64_t{kUnit} * t; start < F; start += int64_t{kRuleVector} * L) {
 #pragma unroll
           for (int q = 0; q < V; ++q) {
@@ -196,9 +197,9 @@ struct MegatronScaleBackwardLaunch {
                                   "-element vectors for this activation dtype");
     go<kClamp, kRuleVector>(p);
   }
-  template <int kClamp, int kN>
+  template <int kClamp, int kAccumulators>
   static void go(const MegatronScaleBackward& p) {
-    constexpr int V = kLanesPerThread<Act, kN>;
+    constexpr int V = kLanesPerThread<Act, kAccumulators>;
     const int group = std::max(1, p.plan.lanes / V);
     if (group > kMaxRowThreads || p.plan.lanes > kReduceMaxThreads)
       throw std::invalid_argument("megatron_scale_backward: a rule-7 plan of more than 512 lanes");
@@ -206,10 +207,11 @@ struct MegatronScaleBackwardLaunch {
     if (group <= kWarpLanes) {
       const int64_t rows_per_block = kThreads / group;
       const auto grid = static_cast<unsigned>((p.rows + rows_per_block - 1) / rows_per_block);
-      megatron_scale_backward_kernel<Act, kIlp, kThreads, kClamp, kN><<<grid, kThreads, 0, stream>>>(p, group);
+      megatron_scale_backward_kernel<Act, kIlp, kThreads, kClamp, kAccumulators>
+          <<<grid, kThreads, 0, stream>>>(p, group);
     } else {
       const size_t shared = sizeof(float) * static_cast<size_t>(group) * V;
-      megatron_scale_backward_kernel<Act, kIlp, kMaxRowThreads, kClamp, kN>
+      megatron_scale_backward_kernel<Act, kIlp, kMaxRowThreads, kClamp, kAccumulators>
           <<<static_cast<unsigned>(p.rows), static_cast<unsigned>(group), shared, stream>>>(p, group);
     }
     check_launch("swiglu_scale megatron_scale_backward", p.stream);

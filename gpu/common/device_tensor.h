@@ -26,11 +26,6 @@ struct DeviceTensor {
 };
 using DeviceTensorMap = std::map<std::string, DeviceTensor>;
 
-// The byte every element of a fresh output holds: 0x5a5a (bf16 about 1.5e16) and 0x5a5a5a5a
-// (fp32 about 1.5e16) are finite, not zero and no value a kernel of ours produces from the
-// generated cases by chance, and compare unequal to NaN even where NaNs compare equal.
-inline constexpr int kPoisonByte = 0x5a;
-
 DeviceTensor upload(const Tensor& host);
 Tensor download(const DeviceTensor& device);
 DeviceTensorMap upload(const TensorMap& host);

@@ -4,8 +4,9 @@
 // Rule 7 assigns the row's values to L lanes: in the vectorized plan lane l owns the N-element
 // groups N * (l + L * it) (N = 4 for fp32 rows, 8 for 16-bit ones: one 16-byte load), one
 // accumulator per position in the group; otherwise lane l owns the elements l + L * it,
-// accumulator it % 4. Lane values ((acc0 + acc1) + acc2) + ... then meet in a halving tree. A kernel may give a thread V consecutive lanes (V = 2 lets a thread of 16-bit
-// data read one 16-byte packet, two groups, per iteration); G = L / V threads then share a row.
+// accumulator it % 4. Lane values ((acc0 + acc1) + acc2) + ... then meet in a halving tree. A
+// kernel may give a thread V consecutive lanes (V = 2 lets a thread of 16-bit data with fp32 sums
+// read one 16-byte packet, two groups, per iteration); G = L / V threads then share a row.
 // Tree strides of at least V are warp shuffles (G <= 32: several rows per block) or shared memory
 // (G > 32: one row per block); stride 1 of V = 2 is in-thread.
 #pragma once

@@ -12,13 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-bool valid_kind_name(const std::string& name) {
-  if (name.empty() || name.size() > 64 || name[0] < 'a' || name[0] > 'z') return false;
-  for (char ch : name)
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
-  return true;
-}
-
 // The hello's "implements": op -> contracts, each checked against the registry.
 std::vector<std::pair<std::string, std::string>> read_hello(const Registry& registry, const std::string& worker,
                                                             const std::string& line) {

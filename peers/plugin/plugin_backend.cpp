@@ -22,11 +22,8 @@
 namespace bitparity::peers {
 namespace {
 
-// The byte every fresh output holds (plugin.h), as the CUDA backend poisons its outputs.
-constexpr int kPoisonByte = 0x5a;
 // More pairs than any registry has: a count past it is a description that is not one.
 constexpr int64_t kMaxPluginImpls = 4096;
-constexpr size_t kMaxKindLength = 64;
 
 // The dtypes in the order of bitparity_dtype; a static_assert per value keeps the two in step.
 constexpr DType kDTypes[] = {DType::kBF16,    DType::kFP16,    DType::kFP32, DType::kFP64, DType::kFP8E4M3,
@@ -44,17 +41,6 @@ int32_t abi_dtype(DType dtype) {
 std::optional<DType> dtype_of(int32_t value) {
   if (value < 0 || value >= static_cast<int32_t>(std::size(kDTypes))) return std::nullopt;
   return kDTypes[value];
-}
-
-bool valid_kind_name(const char* name) {
-  if (!name || name[0] < 'a' || name[0] > 'z') return false;
-  size_t n = 0;
-  for (const char* p = name; *p; ++p, ++n) {
-    if (n >= kMaxKindLength) return false;
-    const char ch = *p;
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
-  }
-  return true;
 }
 
 // A string from the plug-in's buffer, as if its last byte were the NUL: a plug-in that fills the
@@ -108,10 +94,6 @@ class CallMemory {
 #endif
   }
 
-  bool has_output(const std::string& name) const {
-    return device_ ? outputs_device_count(name) : outputs_host_.count(name) != 0;
-  }
-
   // After the plug-in returned: every enqueued kernel finished (a fault surfaces here, against this
   // case), then the outputs come home.
   TensorMap take_outputs() {
@@ -125,15 +107,6 @@ class CallMemory {
   }
 
  private:
-  bool outputs_device_count(const std::string& name) const {
-#ifdef BITPARITY_HAVE_CUDA
-    return outputs_device_.count(name) != 0;
-#else
-    (void)name;
-    return false;
-#endif
-  }
-
   bool device_;
   TensorMap inputs_host_, outputs_host_;
 #ifdef BITPARITY_HAVE_CUDA
@@ -148,7 +121,8 @@ struct CallState {
   std::string op, direction, contract;
   std::vector<std::string> attr_names, attr_strings;
   std::vector<bitparity_attr> attrs;
-  std::vector<std::unique_ptr<AbiTensor>> inputs, expected, outputs;
+  std::vector<std::unique_ptr<AbiTensor>> inputs, expected;
+  std::set<std::string> allocated;  // the outputs allocate_output gave, by name
   std::vector<bitparity_tensor> input_views, expected_views;
   std::string allocation_error;  // the first refused allocate_output, for the error message
 };
@@ -169,16 +143,13 @@ extern "C" int32_t allocate_output(const bitparity_call* call, const char* name,
   if (rank < 0 || rank > kMaxTensorRank || (rank > 0 && !shape))
     return refuse("allocate_output(" + output + "): rank " + std::to_string(rank) + " is outside 0.." +
                   std::to_string(kMaxTensorRank));
-  if (state.memory.has_output(output)) return refuse("allocate_output(" + output + "): allocated twice");
+  if (state.allocated.count(output)) return refuse("allocate_output(" + output + "): allocated twice");
   Shape dims(shape, shape + rank);
   try {
     check_shape_limits(dims);
-    auto t = std::make_unique<AbiTensor>();
-    t->name = output;
-    t->shape = dims;
     *data = state.memory.add_output(output, *type, dims);
     if (shape_numel(dims) == 0) *data = nullptr;
-    state.outputs.push_back(std::move(t));
+    state.allocated.insert(output);
   } catch (const std::exception& e) {
     *data = nullptr;
     return refuse("allocate_output(" + output + ", " + shape_string(dims) + "): " + e.what());
@@ -340,10 +311,10 @@ PluginInfo add_plugin_backend(Registry& registry, const std::filesystem::path& g
     throw std::runtime_error(error_for(path, "built for plug-in ABI " + std::to_string(d->abi_version) +
                                                  "; this bitparity speaks ABI " +
                                                  std::to_string(BITPARITY_PLUGIN_ABI_VERSION) + " (rebuild it against this bitparity/plugin.h)"));
-  if (!valid_kind_name(d->name))
+  const std::string kind = d->name ? std::string(d->name, strnlen(d->name, kMaxKindNameLength + 1)) : "";
+  if (!valid_kind_name(kind))
     throw std::runtime_error(error_for(path, "its name (the backend kind) must match [a-z][a-z0-9_]* in at most " +
-                                                 std::to_string(kMaxKindLength) + " characters"));
-  const std::string kind = d->name;
+                                                 std::to_string(kMaxKindNameLength) + " characters"));
   if (registry.backend(kind))
     throw std::runtime_error(error_for(path, "backend kind \"" + kind + "\" exists already (a plug-in loaded twice, or a name the build uses)"));
   if (!d->compute) throw std::runtime_error(error_for(path, "compute is NULL"));
