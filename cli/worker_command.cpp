@@ -14,15 +14,10 @@
 namespace bitparity::cli {
 namespace {
 
-// A CUDA error that leaves the context unusable (a fault inside a kernel is sticky): the codes of
-// cudaErrorIllegalAddress (700), cudaErrorLaunchTimeout (702), cudaErrorAssert (710) and
-// cudaErrorHardwareStackError .. cudaErrorLaunchFailure (714-719).
+// A CUDA error that leaves the context unusable (gpu::sticky_error).
 bool fatal_error(const std::exception& e) {
 #ifdef BITPARITY_HAVE_CUDA
-  if (const auto* cuda = dynamic_cast<const gpu::CudaError*>(&e)) {
-    const int code = cuda->code();
-    return code == 700 || code == 702 || code == 710 || (code >= 714 && code <= 719);
-  }
+  if (const auto* cuda = dynamic_cast<const gpu::CudaError*>(&e)) return gpu::sticky_error(cuda->code());
 #endif
   (void)e;
   return false;

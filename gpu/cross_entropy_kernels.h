@@ -15,8 +15,9 @@
 //   1024 threads, thread t adds x_{t + 1024 r}), Smem (V % 4 == 0, V < 12256: 4-vectors at 4 (t + 1024 k))
 //   or ILP (an unaligned head of (row address mod 16) / 4 elements, 4-vectors, a scalar tail); the
 //   block kernels then BlockReduce (each warp's halving tree, then a halving tree of the 32 warp sums).
-// - kFused: 1024 lanes, lane l walks x_l, x_{l + 1024}, ... with an online (m, s); the lanes combine by
-//   a halving tree of (m, s) pairs (reference/cross_entropy.h states the steps).
+// - kFused: 8 contiguous segments of S = ceil(V / 8192) * 1024 elements, lane t of segment s walking
+//   x_{sS + t}, x_{sS + t + 1024}, ... with an online (m, s); each segment's 1024 lanes combine by a
+//   halving tree of (m, s) pairs, then the 8 segments (reference/cross_entropy.h states the steps).
 // Labels are in [0, V) or equal ignore_index (the op's validate has checked). A launcher launches
 // nothing for N == 0 and throws gpu::CudaError on a failed launch.
 #pragma once
@@ -26,6 +27,20 @@
 namespace bitparity::gpu {
 
 enum class CrossEntropyOrder { kEager, kFused };
+
+// The fused order's segments, as ops/training.h states them (gpu/cross_entropy_records.cpp checks
+// that the two agree), and the widest segment the fused backward keeps in shared memory (two
+// buffers of 100 KB a block; a wider one reads global memory in both passes).
+inline constexpr int kFusedSegments = 8;
+inline constexpr int kFusedSegmentLanes = 1024;
+inline constexpr int64_t kFusedBufferedMaxSpan = 25600;
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+constexpr int64_t fused_segment_span(int64_t V) {
+  return (V + int64_t{kFusedSegments} * kFusedSegmentLanes - 1) / (int64_t{kFusedSegments} * kFusedSegmentLanes) *
+         kFusedSegmentLanes;
+}
 
 struct CrossEntropy {
   CrossEntropyOrder order = CrossEntropyOrder::kEager;

@@ -11,6 +11,7 @@
 #include "gpu/common/device_tensor.h"
 #include "gpu/cross_entropy_kernels.h"
 #include "gpu/records.h"
+#include "ops/training.h"
 
 namespace bitparity::gpu {
 namespace {
@@ -23,6 +24,15 @@ int64_t ignore_index_attr(const Case& c) {
   if (const int64_t* v = std::get_if<int64_t>(&it->second)) return *v;
   throw std::logic_error("cross_entropy: a non-integer ignore_index attribute passed validate");
 }
+
+// ops/training.h is read for its constants only (no link to the op specs).
+static_assert(kFusedSegments == ops::kFusedSegments && kFusedSegmentLanes == ops::kFusedSegmentLanes,
+              "the fused kernels' segments are the fused contract's");
+static_assert(fused_segment_span(ops::kFusedBufferedMaxV) == kFusedBufferedMaxSpan &&
+                  fused_segment_span(ops::kFusedBufferedMaxV + 1) > kFusedBufferedMaxSpan,
+              "ops::kFusedBufferedMaxV is the widest V the fused backward keeps on chip");
+static_assert(fused_segment_span(151552) == ops::fused_segment_span(151552) &&
+              fused_segment_span(8193) == ops::fused_segment_span(8193));
 
 BoundLaunch bind(const KernelArgs& k, CrossEntropyOrder order) {
   const DeviceTensor& logits = required(k.inputs, "logits");
@@ -50,7 +60,12 @@ BoundLaunch bind_fused(const KernelArgs& k) { return bind(k, CrossEntropyOrder::
 }  // namespace
 
 std::vector<KernelRecord> cross_entropy_kernels() {
-  return {{"cross_entropy", "megatron_eager", bind_eager}, {"cross_entropy", "fused", bind_fused}};
+  // The paths (ops/cross_entropy.cpp's tags): eager's kernel per V (warp, Reg, Smem, ILP and its row
+  // shift); fused's segments (one without elements, a partial last step, the backward without
+  // on-chip segments above kFusedBufferedMaxV).
+  return {{"cross_entropy", "megatron_eager", bind_eager,
+           {"rows=0", "kernel=warp", "kernel=reg", "kernel=smem", "kernel=ilp", "ilp_row_shift"}},
+          {"cross_entropy", "fused", bind_fused, {"rows=0", "fused:empty_segment", "fused:partial_step", "fused:unbuffered"}}};
 }
 
 }  // namespace bitparity::gpu

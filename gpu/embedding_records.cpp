@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -85,10 +86,31 @@ BoundLaunch bind(const KernelArgs& k) {
   return k.c.direction == Direction::kForward ? bind_forward(k) : bind_backward(k);
 }
 
+// --- the kernels' paths (KernelRecord::paths; the tags of ops/embedding.cpp) ------------------------
+
+// Every contract: the forward's packets or elements (launch_embedding_forward), nothing without
+// positions, a masked position's zero row; the dtype a template parameter.
+const std::vector<std::string> kForwardPaths = {"row_bytes%16=0", "row_bytes%16!=0", "rows=0", "partition=masked",
+                                                "dtype=bf16", "dtype=fp16", "dtype=fp32"};
+
+std::vector<std::string> with_forward(std::vector<std::string> backward) {
+  backward.insert(backward.end(), kForwardPaths.begin(), kForwardPaths.end());
+  return backward;
+}
+
 }  // namespace
 
 std::vector<KernelRecord> embedding_kernels() {
-  return {{"embedding", "megatron_eager", bind}, {"embedding", "baseline", bind}, {"embedding", "atomic_fp32", bind}};
+  // fold_of: the index backward's warp tree at H == 1 (its passes of 32 positions), one rounding up
+  // to a warp's width, a rounding every addition above (fold_rows in packets or elements).
+  const std::vector<std::string> megatron = with_forward({"H=1", "H=1&dups>=32", "H=2..31", "H=32", "H=33"});
+  // F.embedding's backward: chunks of 32 positions up to 3072 positions, partial sums of 10 above.
+  const std::vector<std::string> baseline = with_forward({"rows=1..16", "rows=large", "P>3072"});
+  // The atomic scatter, then the rounding of the fp32 table (also without positions).
+  const std::vector<std::string> atomic = with_forward({"rows=1..16"});
+  return {{"embedding", "megatron_eager", bind, megatron},
+          {"embedding", "baseline", bind, baseline},
+          {"embedding", "atomic_fp32", bind, atomic}};
 }
 
 }  // namespace bitparity::gpu

@@ -6,6 +6,7 @@
 // nothing.
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -202,17 +203,61 @@ BoundLaunch bind_router_topk(const KernelArgs& k) {
   return [p] { launch_router_backward(p); };
 }
 
+// --- the kernels' paths (KernelRecord::paths; the tags of ops/router_topk.cpp, ops/routing_map.cpp) --
+
+using Paths = std::vector<std::string>;
+
+// The router (router_topk.cu): nothing on zero tokens; the forward's scores in 2, 4 or 8 registers
+// a lane or a scratch row (forward_as); the normalization (k > 1) or none; the topk (no bias) or
+// the gather path (bias); the score and the logits' dtype, template parameters.
+const Paths kRouterPaths = {"rows=0", "k=1", "k>1", "E=1..64", "E=65..128", "E=129..256", "E>256", "bias=none",
+                            "bias=zero", "bias=random", "score=sigmoid", "score=sqrt_softplus", "logits=bf16",
+                            "logits=fp32"};
+
+// The index (routing.cu build_index), which every launch with tokens builds: the flags in 16-byte
+// vectors, 4-byte words or bytes (flag_load_of), rows of more than one group of 128 experts, more
+// than one tile of 128 tokens, and more than one pass of the scan.
+const Paths kIndexPaths = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "T>128", "tile_counts>16384"};
+// copy_rows (permute's forward, unpermute's backward without probs): vectors by the row's bytes.
+const Paths kCopyPaths = {"row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2"};
+// The aligned sums: gather_sum in packets or single elements, slot_row_sum at H == 1.
+const Paths kGatherPaths = {"row_bytes%16=0", "row_bytes%16!=0", "H=1"};
+// The order-of-arrival atomics: 16-bit pairs where H is even, single elements otherwise; unpermute's
+// with probs add fp32 products (into fp32 rows, rounded once, for 16-bit rows).
+const Paths kAtomicPaths = {"H%2=0", "H%2=1"};
+// unpermute's backward with probs (probs_backward_kernel): d_probs' plans, and H == 1's products.
+const Paths kProbsBackwardPaths = {"d_probs:vectorized", "d_probs:strided", "d_probs:H%8=4", "d_probs:block_tree",
+                                   "d_probs:warp_tree", "H=1", "probs", "no_probs"};
+// Every routing launch: the rows' dtype a template parameter; no routed pair moves nothing.
+const Paths kRoutingPaths = {"map=all_padding", "dtype=bf16", "dtype=fp16", "dtype=fp32"};
+// Contracts that take T = 0 (megatron_eager refuses it): the launchers return first.
+const Paths kNoTokens = {"rows=0"};
+
+// The lists joined, each path once.
+Paths joined(std::initializer_list<Paths> lists) {
+  Paths out;
+  for (const Paths& list : lists)
+    for (const std::string& path : list)
+      if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+  return out;
+}
+
 }  // namespace
 
 std::vector<KernelRecord> routing_kernels() {
+  const Paths permute = joined({kIndexPaths, kCopyPaths, kGatherPaths, kRoutingPaths});
+  const Paths permute_baseline = joined({kIndexPaths, kCopyPaths, kAtomicPaths, kRoutingPaths, kNoTokens});
+  const Paths unpermute = joined({kIndexPaths, kGatherPaths, kCopyPaths, kProbsBackwardPaths, kRoutingPaths});
+  const Paths unpermute_baseline =
+      joined({kIndexPaths, kAtomicPaths, kCopyPaths, kProbsBackwardPaths, kRoutingPaths, kNoTokens});
   return {
-      {"router_topk", "megatron_eager", bind_router_topk},
-      {"permute", "megatron_eager", bind_permute},
-      {"permute", "paddle_aligned", bind_permute},
-      {"permute", "baseline", bind_permute},
-      {"unpermute", "megatron_eager", bind_unpermute},
-      {"unpermute", "paddle_aligned", bind_unpermute},
-      {"unpermute", "baseline", bind_unpermute},
+      {"router_topk", "megatron_eager", bind_router_topk, kRouterPaths},
+      {"permute", "megatron_eager", bind_permute, permute},
+      {"permute", "paddle_aligned", bind_permute, joined({permute, kNoTokens})},
+      {"permute", "baseline", bind_permute, permute_baseline},
+      {"unpermute", "megatron_eager", bind_unpermute, unpermute},
+      {"unpermute", "paddle_aligned", bind_unpermute, joined({unpermute, kNoTokens})},
+      {"unpermute", "baseline", bind_unpermute, unpermute_baseline},
   };
 }
 

@@ -25,6 +25,11 @@ bool& checked_flag() {
 
 }  // namespace
 
+bool sticky_error(int code) {
+  return code == cudaErrorIllegalAddress || code == cudaErrorLaunchTimeout || code == cudaErrorAssert ||
+         (code >= cudaErrorHardwareStackError && code <= cudaErrorLaunchFailure);
+}
+
 std::optional<std::string> unavailable_reason() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);

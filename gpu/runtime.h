@@ -28,6 +28,11 @@ class CudaError : public std::runtime_error {
   int code_;
 };
 
+// Whether a cudaError_t leaves the process's CUDA context unusable (a fault inside a kernel is
+// sticky): cudaErrorIllegalAddress (700), cudaErrorLaunchTimeout (702), cudaErrorAssert (710) and
+// cudaErrorHardwareStackError .. cudaErrorLaunchFailure (714-719). A worker stops on one.
+bool sticky_error(int code);
+
 // Throws CudaError("<what>: <error name> (<text>)") unless `err` (a cudaError_t) is success.
 void check_cuda(int err, const std::string& what);
 

@@ -3,6 +3,7 @@
 // here is the contract's own reading of the case: the clamp gate (ContractInfo::clamp_gate,
 // evaluated here, not borrowed from another backend) and rule 7's plan for Megatron's d_scale.
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -162,16 +163,48 @@ BoundLaunch bind_swiglu_scale_paddle(const KernelArgs& k) {
   return [p] { launch_paddle_backward(p); };
 }
 
+// --- the kernels' paths (KernelRecord::paths; the tags of ops/swiglu_family.cpp) -----------------
+
+// Every launcher: nothing on zero rows or F == 0 (swiglu.cu launch_megatron_*, swiglu_scale.cu
+// launch_*: d_scale zeroed); the clamp and the activation dtype are template parameters.
+const std::vector<std::string> kCommonPaths = {"rows=0", "F=0", "clamp=none", "clamp=normal", "y=bf16", "y=fp32"};
+
+// Megatron's elementwise kernels (swiglu.cu megatron_forward_kernel, megatron_backward_kernel):
+// 16-byte packets where F is a multiple of the packet, else single elements; fp16 instantiated.
+const std::vector<std::string> kMegatronElementwisePaths = {"F%packet=0", "F%packet!=0", "y=fp16"};
+
+// Megatron's weighted backward (swiglu_scale.cu megatron_scale_backward_kernel): the vectorized
+// and strided plans, 8 accumulators for 16-bit products, the 4-element groups of F % 8 == 4, the
+// warp and the block tree.
+const std::vector<std::string> kMegatronScaleBackwardPaths = {"d_scale:vectorized", "d_scale:strided",
+                                                              "d_scale:16-bit_products", "d_scale:F%8=4",
+                                                              "d_scale:block_tree", "d_scale:warp_tree"};
+
+// Paddle's kernels (swiglu_scale.cu paddle_forward_kernel, paddle_backward_kernel): whole packets
+// only (validate), the backward's slot rotation at the end of a row and its partial last unit.
+const std::vector<std::string> kPaddlePaths = {"F%packet=0", "units%8=0", "units%8!=0", "packets%32!=0"};
+
+std::vector<std::string> joined(std::initializer_list<std::vector<std::string>> lists) {
+  std::vector<std::string> out;
+  for (const std::vector<std::string>& list : lists) out.insert(out.end(), list.begin(), list.end());
+  return out;
+}
+
 }  // namespace
 
 std::vector<KernelRecord> swiglu_family_kernels() {
+  const std::vector<std::string> bias = {"bias", "no_bias"};  // the bias variant, a template parameter
+  const std::vector<std::string> swiglu = joined({kCommonPaths, kMegatronElementwisePaths, bias});
+  const std::vector<std::string> megatron_scale =
+      joined({kCommonPaths, kMegatronElementwisePaths, kMegatronScaleBackwardPaths});
+  const std::vector<std::string> paddle = joined({kCommonPaths, kPaddlePaths});
   return {
-      {"swiglu", "megatron_eager", bind_swiglu_megatron},
-      {"swiglu", "megatron_unfused", bind_swiglu_megatron},
-      {"swiglu_scale", "megatron_eager", bind_swiglu_scale_megatron},
-      {"swiglu_scale", "megatron_unfused", bind_swiglu_scale_megatron},
-      {"swiglu_scale", "paddle_fused", bind_swiglu_scale_paddle},
-      {"swiglu_scale", "paddle_fused_shipped", bind_swiglu_scale_paddle},
+      {"swiglu", "megatron_eager", bind_swiglu_megatron, swiglu},
+      {"swiglu", "megatron_unfused", bind_swiglu_megatron, swiglu},
+      {"swiglu_scale", "megatron_eager", bind_swiglu_scale_megatron, megatron_scale},
+      {"swiglu_scale", "megatron_unfused", bind_swiglu_scale_megatron, megatron_scale},
+      {"swiglu_scale", "paddle_fused", bind_swiglu_scale_paddle, paddle},
+      {"swiglu_scale", "paddle_fused_shipped", bind_swiglu_scale_paddle, paddle},
   };
 }
 

@@ -164,15 +164,39 @@ BoundLaunch bind_grad_finalize_r013(const KernelArgs& k) {
   return [p] { launch_grad_finalize(p); };
 }
 
+// --- the kernels' paths (KernelRecord::paths; the tags of ops/fanout_grad.cpp, ops/adamw_step.cpp,
+// ops/grad_finalize.cpp) -----------------------------------------------------------------------------
+
+// The flat kernels (training.cu): nothing for an empty tensor; 16-byte packets, then a tail of
+// single elements where numel is not a multiple of the packet.
+const std::vector<std::string> kFlatPaths = {"numel%packet=0", "numel%packet!=0"};
+
+std::vector<std::string> with_flat(std::vector<std::string> paths) {
+  paths.insert(paths.end(), kFlatPaths.begin(), kFlatPaths.end());
+  return paths;
+}
+
 }  // namespace
 
 std::vector<KernelRecord> training_kernels() {
+  // The dtype a template parameter; fanout's empty tensors are its zero rows.
+  const std::vector<std::string> fanout = with_flat({"rows=0", "dtype=bf16", "dtype=fp16", "dtype=fp32"});
+  // The decay a branch on f32(weight_decay).
+  const std::vector<std::string> adamw =
+      with_flat({"numel=0", "wd=0", "wd!=0", "dtype=bf16", "dtype=fp16", "dtype=fp32"});
+  // main_grad copied (dp_size 1; num_tokens absent or 0) or scaled; the routers' buffers absent,
+  // copied (aligned) or stepped by expert_bias_kernel (r0.13).
+  const std::vector<std::string> aligned =
+      with_flat({"rows=0", "dp=1", "dp=power_of_two", "dp=other", "expert_bias", "no_expert_bias"});
+  const std::vector<std::string> r013 =
+      with_flat({"rows=0", "num_tokens=absent", "num_tokens=0", "num_tokens=1", "num_tokens=other",
+                 "num_tokens>2^24", "expert_bias", "no_expert_bias"});
   return {
-      {"fanout_grad", "glm45", bind_fanout_glm45},
-      {"fanout_grad", "dsv4", bind_fanout_dsv4},
-      {"adamw_step", "megatron_eager", bind_adamw},
-      {"grad_finalize", "megatron_aligned", bind_grad_finalize_aligned},
-      {"grad_finalize", "megatron_r013", bind_grad_finalize_r013},
+      {"fanout_grad", "glm45", bind_fanout_glm45, fanout},
+      {"fanout_grad", "dsv4", bind_fanout_dsv4, fanout},
+      {"adamw_step", "megatron_eager", bind_adamw, adamw},
+      {"grad_finalize", "megatron_aligned", bind_grad_finalize_aligned, aligned},
+      {"grad_finalize", "megatron_r013", bind_grad_finalize_r013, r013},
   };
 }
 

@@ -141,6 +141,15 @@ std::string step_class(int64_t step) {
   return "step>2^24";
 }
 
+// The CUDA kernel's paths (KernelRecord::paths; gpu/training.cu adamw_step_kernel): 16-byte
+// packets, then the last numel % packet elements one a thread; nothing for an empty tensor.
+void add_kernel_paths(const Tensor& t, std::vector<std::string>& tags) {
+  constexpr int64_t kPacketBytes = 16;
+  if (t.numel() == 0) return;
+  const int64_t packet = kPacketBytes / static_cast<int64_t>(dtype_size(t.dtype()));
+  tags.push_back(t.numel() % packet == 0 ? "numel%packet=0" : "numel%packet!=0");
+}
+
 CaseClasses classes(const Case& c) {
   CaseClasses k;
   const Tensor& p = *c.input("param");
@@ -154,6 +163,8 @@ CaseClasses classes(const Case& c) {
   if (p.rank() >= 1) k.tags.push_back(gen::rows_class(p.dim(0)));
   if (h.lr == 0) k.tags.push_back("lr=0");
   if (h.weight_decay == 0) k.tags.push_back("wd=0");
+  if (static_cast<float>(h.weight_decay) != 0.0f) k.tags.push_back("wd!=0");  // the kernel's decay: f32(wd) != 0
+  add_kernel_paths(p, k.tags);
   if (static_cast<float>(h.eps) < 1e-30f) k.tags.push_back("eps=tiny");
   if (h.maximize) k.tags.push_back("maximize");
   for (const char* name : kStates)
@@ -164,7 +175,7 @@ CaseClasses classes(const Case& c) {
 std::vector<std::string> required_tags(Direction) {
   std::vector<std::string> tags = {"step=1", "step=small", "step=large", "step>2^24", "numel=0", "rank=1", "rank=2",
                                    "dtype=fp32", "dtype=bf16", "dtype=fp16", "rows=0", "rows=large", "lr=0", "wd=0",
-                                   "eps=tiny", "maximize"};
+                                   "eps=tiny", "maximize", "wd!=0", "numel%packet=0", "numel%packet!=0"};
   for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(std::string("grad:") + value);
   return tags;
 }

@@ -30,8 +30,9 @@ const char* const kEagerFrom =
     "nll_loss_backward_no_reduce + _log_softmax_backward_data (fma(-exp(logp), sum, gO)); libdevice expf/logf; "
     "spec/cross-entropy-order.md, 0 mismatches over 300 M elements; Megatron-LM #5335 language_module.py";
 const char* const kFusedFrom =
-    "bitparity's fused kernel: one read of the logits, 8192 lanes a row (a cluster of 8 blocks of 1024) with an online "
-    "max and sum, halving trees of (max, sum) pairs in each block and over the 8 blocks, then eager's output formula (x - m) - logf(S) and backward fma(-expf(logp), G, gO)";
+    "bitparity's fused kernels: one read of the logits, a row in 8 contiguous segments of ceil(V / 8192) * 1024 "
+    "elements, 1024 lanes each with an online max and sum, halving trees of (max, sum) pairs in each segment and over "
+    "the 8, then eager's output formula (x - m) - logf(S) and backward fma(-expf(logp), G, gO)";
 
 constexpr int64_t kDefaultIgnoreIndex = -100;
 constexpr int64_t kGlmVocab = 151552;  // GLM-4.5's vocabulary
@@ -103,6 +104,8 @@ rc::Gen<int64_t> vocab() {
       // GLM-4.5's vocabulary twice as often as each neighbour: a required tag, reached in ~2.8 % of
       // cases, so that the classes test's 400 cases miss it with odds near 1e-5.
       {1, rc::gen::element<int64_t>(151551, kGlmVocab, kGlmVocab, 151553)},
+      // Past the fused backward's on-chip segments (kFusedBufferedMaxV): its kernel's other path.
+      {1, rc::gen::inRange<int64_t>(kFusedBufferedMaxV + 1, kFusedBufferedMaxV + 8193)},
   });
 }
 
@@ -129,11 +132,7 @@ float about_normal(uint64_t& s) {
   return (v - 2.0f) * 1.7320508f;
 }
 
-float bf16_value(float v) {
-  Tensor t(DType::kBF16, {1});
-  t.set_f32(0, v);
-  return t.f32(0);
-}
+float bf16_value(float v) { return f32_from_bf16(bf16_from_f32(v)); }
 
 void fill_row(Tensor& x, int64_t i, int64_t V, RowFamily f, uint64_t& s) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -267,6 +266,12 @@ CaseClasses classes(const Case& c) {
   if (V == kGlmVocab) k.tags.push_back("V=151552");
   if (is_boundary(V)) k.tags.push_back("V=dispatch_boundary");
   if (eager_kernel(V) == "ilp" && V % 4 != 0 && N >= 2) k.tags.push_back("ilp_row_shift");
+  // The fused kernels' paths: a segment without elements, a last 1024-step that not every lane
+  // takes, and the backward without on-chip segments (the forward has no such path).
+  const int64_t S = fused_segment_span(V), last = V - (V - 1) / S * S;
+  if ((V - 1) / S < kFusedSegments - 1) k.tags.push_back("fused:empty_segment");
+  if (last % kFusedSegmentLanes != 0) k.tags.push_back("fused:partial_step");
+  if (V > kFusedBufferedMaxV && c.direction == Direction::kBackward) k.tags.push_back("fused:unbuffered");
   if (ignore >= 0 && ignore < V) k.tags.push_back("ignore_index=class");
   bool nonfinite = false, ignored_any = false;
   for (int64_t i = 0; i < N; ++i) {
@@ -303,7 +308,8 @@ std::vector<std::string> required_tags(Direction dir) {
                                    "kernel=ilp", "V=1", "V=151552", "V=dispatch_boundary", "ilp_row_shift",
                                    "ignore_index=class", "logits:-inf", "row:all_-inf", "logits:nan", "logits:+inf",
                                    "logits:large", "row:tied_max", "row:S==1_at_label", "label=ignored", "label=0",
-                                   "label=V-1", "label=argmax"};
+                                   "label=V-1", "label=argmax", "fused:empty_segment", "fused:partial_step"};
+  if (dir == Direction::kBackward) tags.push_back("fused:unbuffered");
   if (dir == Direction::kBackward)
     for (const char* v : {"nan", "inf", "-0", "subnormal"}) tags.push_back(std::string("g:") + v);
   return tags;
@@ -385,7 +391,9 @@ std::vector<ReferenceInput> reference_inputs(Direction dir) {
   };
   // The benchmark (8192 tokens of GLM-4.5's vocabulary), and for GPU tests the same V at 64
   // rows, 32001 (the ILP kernel with every row shift) and 12252 (Smem) at a few hundred rows.
-  constexpr Shape2 kShapes[] = {{8192, kGlmVocab, true}, {64, kGlmVocab, false}, {257, 32001, false}, {300, 12252, false}};
+  // 204803 (past kFusedBufferedMaxV) takes the fused backward's path without on-chip segments.
+  constexpr Shape2 kShapes[] = {{8192, kGlmVocab, true}, {64, kGlmVocab, false}, {257, 32001, false},
+                                {300, 12252, false}, {9, kFusedBufferedMaxV + 3, false}};
   std::vector<ReferenceInput> out;
   for (const Shape2& s : kShapes)
     out.push_back({"rows" + std::to_string(s.N) + "_V" + std::to_string(s.V), {},
@@ -509,8 +517,8 @@ OpInfo cross_entropy() {
        "loss -logp_t; backward fma(-expf(logp), G, gO); libdevice expf/logf",
        kEagerFrom},
       {"fused",
-       "one pass, 8192 lanes a row with an online max and sum combined by halving trees (each block's 1024, then the 8 "
-       "blocks); then eager's formulas",
+       "one pass, a row in 8 contiguous segments of 1024 lanes with an online max and sum, combined by halving trees "
+       "(each segment's 1024 lanes, then the 8 segments); then eager's formulas",
        kFusedFrom}};
   op.validate = validate;
   op.generate = generate;

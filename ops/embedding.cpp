@@ -39,6 +39,7 @@ constexpr int64_t kModelH = 4096;       // GLM-4.5's hidden size
 constexpr int64_t kModelV = 151552;     // GLM-4.5's (padded) vocabulary
 constexpr int64_t kSmallHMax = 33;      // widths 1..33 cross the width-32 boundary
 constexpr int64_t kMinElements = 4096, kElementsPerSize = 1024;
+constexpr int64_t kWarpPassPositions = 4 * kEmbeddingWarp;  // kFewIds's at most 4 ids: one named >= 32 times
 
 std::string dt_name(DType d) { return std::string(dtype_name(d)); }
 
@@ -160,10 +161,25 @@ rc::Gen<Case> generate(Direction d) {
     c.direction = d;
     const DType dt = *rc::gen::weightedElement<DType>({{6, DType::kBF16}, {2, DType::kFP32}, {2, DType::kFP16}});
     int64_t H = *width();
-    // Positions: the rows classes, and now and then more than F.embedding's 3072 (its sorted path).
-    const bool many = *rc::gen::weightedElement<bool>({{12, false}, {1, true}});
-    int64_t P = many ? *rc::gen::inRange<int64_t>(kEmbeddingFeatureKernelMaxP + 1, 4400) : *gen::rows();
-    if (many) H = *rc::gen::element<int64_t>(1, 2, 8, 33);
+    // Positions: the rows classes, now and then more than F.embedding's 3072 (its sorted path), and
+    // now and then a width-1 table with a row that a warp's 32 positions or more name (the index
+    // backward's warp tree takes them in passes of 32): 4 x 32 positions over at most 4 ids.
+    enum Positions { kRows, kMany, kWarpPasses };
+    const Positions positions =
+        *rc::gen::weightedElement<Positions>({{12, kRows}, {1, kMany}, {1, kWarpPasses}});
+    const bool many = positions == kMany;
+    int64_t P = 0;
+    switch (positions) {
+      case kRows: P = *gen::rows(); break;
+      case kMany:
+        P = *rc::gen::inRange<int64_t>(kEmbeddingFeatureKernelMaxP + 1, 4400);
+        H = *rc::gen::element<int64_t>(1, 2, 8, 33);
+        break;
+      case kWarpPasses:
+        P = kWarpPassPositions;
+        H = 1;
+        break;
+    }
     const int64_t max_elements =
         kMinElements + int64_t{*rc::gen::withSize([](int size) { return rc::gen::just(size); })} * kElementsPerSize;
     if (!many && P > 1 && P * H > max_elements) P = std::max<int64_t>(1, max_elements / H);
@@ -174,8 +190,9 @@ rc::Gen<Case> generate(Direction d) {
                                                   {1, rc::gen::just(kModelV)}});
     if (V == kModelV) H = std::min<int64_t>(H, 2);
     else if (V * H > (int64_t{1} << 19)) V = std::max<int64_t>(1, (int64_t{1} << 19) / H);
-    const Dups mode = *rc::gen::weightedElement<Dups>(
+    const rc::Gen<Dups> dups = rc::gen::weightedElement<Dups>(
         {{2, Dups::kDistinct}, {3, Dups::kUniform}, {2, Dups::kAllSame}, {2, Dups::kFewIds}, {2, Dups::kZipf}});
+    const Dups mode = positions == kWarpPasses ? *rc::gen::element(Dups::kAllSame, Dups::kFewIds) : *dups;
     std::vector<int64_t> local = draw_ids(P, V, mode);
     // A partition now and then: the table is rows [vocab_start, vocab_start + V) of a larger
     // vocabulary, and some ids fall outside it.
@@ -211,6 +228,21 @@ std::string width_class(int64_t H) {
   if (H == 33) return "H=33";
   if (H == kModelH) return "H=4096";
   return "H=other";
+}
+
+// The CUDA kernels' paths (KernelRecord::paths; gpu/embedding.cu): the forward copies rows in
+// 16-byte packets where a row's bytes allow, else element by element, and nothing without
+// positions; the backward folds d_weight's rows (every row, positions or not) in packets or
+// elements, and at H == 1 the index backward's warp tree, whose lanes take 32 of a row's positions
+// a pass.
+void add_kernel_paths(const Case& c, const Tensor& data, int64_t most, std::vector<std::string>& tags) {
+  constexpr int64_t kPacketBytes = 16;
+  const int64_t H = data.rank() == 2 ? data.dim(1) : 0;
+  const bool fwd = c.direction == Direction::kForward;
+  if (H == 0 || (fwd && c.input("ids")->numel() == 0)) return;
+  const int64_t bytes = H * static_cast<int64_t>(dtype_size(data.dtype()));
+  tags.push_back(bytes % kPacketBytes == 0 ? "row_bytes%16=0" : "row_bytes%16!=0");
+  if (!fwd && H == 1 && most >= kEmbeddingWarp) tags.push_back("H=1&dups>=32");
 }
 
 CaseClasses classes(const Case& c) {
@@ -249,6 +281,7 @@ CaseClasses classes(const Case& c) {
             a.V == 1 ? "V=1" : a.V == kModelV ? "V=151552" : "V=other"};
   if (most >= kEmbeddingWarp) k.tags.push_back("dups>=32");
   if (P > kEmbeddingFeatureKernelMaxP) k.tags.push_back("P>3072");
+  add_kernel_paths(c, data, most, k.tags);
   const std::string name = fwd ? "weight" : "g";
   for (const std::string& v : gen::value_tags(data)) k.tags.push_back(name + ":" + v);
   return k;
@@ -259,7 +292,9 @@ std::vector<std::string> required_tags(Direction d) {
                                    "H=1", "H=2..31", "H=32", "H=33", "H=4096", "H=other",
                                    "dups=none", "dups=some", "dups=all_same", "dups>=32",
                                    "partition=none", "partition=masked", "partition=all_inside",
-                                   "V=1", "V=other", "V=151552", "dtype=bf16", "dtype=fp16", "dtype=fp32"};
+                                   "V=1", "V=other", "V=151552", "dtype=bf16", "dtype=fp16", "dtype=fp32",
+                                   "row_bytes%16=0", "row_bytes%16!=0"};
+  if (d == Direction::kBackward) tags.push_back("H=1&dups>=32");
   const std::string name = d == Direction::kForward ? "weight" : "g";
   for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(name + ":" + value);
   return tags;

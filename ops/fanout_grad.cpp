@@ -130,6 +130,15 @@ bool orders_differ(const Case& c) {
   return false;
 }
 
+// The CUDA kernel's paths (KernelRecord::paths; gpu/training.cu fanout_grad_kernel): 16-byte
+// packets, then the last numel % packet elements one a thread; nothing for an empty tensor.
+void add_kernel_paths(const Tensor& t, std::vector<std::string>& tags) {
+  constexpr int64_t kPacketBytes = 16;
+  if (t.numel() == 0) return;
+  const int64_t packet = kPacketBytes / static_cast<int64_t>(dtype_size(t.dtype()));
+  tags.push_back(t.numel() % packet == 0 ? "numel%packet=0" : "numel%packet!=0");
+}
+
 CaseClasses classes(const Case& c) {
   CaseClasses k;
   const Tensor& r = *c.input("g_router");
@@ -142,6 +151,7 @@ CaseClasses classes(const Case& c) {
   k.value_class = std::string(differ ? "orders_differ" : "orders_agree") + (nan ? ",nan" : "");
   k.tags = {gen::rows_class(r.dim(0)), k.shape_class, differ ? "orders_differ" : "orders_agree",
             "dtype=" + std::string(dtype_name(r.dtype()))};
+  add_kernel_paths(r, k.tags);
   for (const char* name : kInputs)
     for (const std::string& v : gen::value_tags(*c.input(name))) k.tags.push_back(std::string(name) + ":" + v);
   return k;
@@ -150,7 +160,7 @@ CaseClasses classes(const Case& c) {
 std::vector<std::string> required_tags(Direction) {
   std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=17", "rows=32", "rows=large",
                                    "H=small", "H=multiple_of_8", "H=4096", "orders_differ", "orders_agree",
-                                   "dtype=bf16", "dtype=fp16", "dtype=fp32"};
+                                   "dtype=bf16", "dtype=fp16", "dtype=fp32", "numel%packet=0", "numel%packet!=0"};
   for (const char* name : kInputs)
     for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(std::string(name) + ":" + value);
   return tags;

@@ -159,6 +159,14 @@ bool has_tie(const Tensor& counts) {
   return false;
 }
 
+// The CUDA scaling kernel's paths (KernelRecord::paths; gpu/training.cu grad_scale_kernel): 16-byte
+// packets of 4 fp32 values, then the last numel % 4 one a thread; nothing for an empty buffer.
+void add_kernel_paths(const Tensor& g, std::vector<std::string>& tags) {
+  constexpr int64_t kPacket = 16 / sizeof(float);
+  if (g.numel() == 0) return;
+  tags.push_back(g.numel() % kPacket == 0 ? "numel%packet=0" : "numel%packet!=0");
+}
+
 CaseClasses classes(const Case& c) {
   CaseClasses k;
   const Tensor& g = *c.input("main_grad");
@@ -176,6 +184,7 @@ CaseClasses classes(const Case& c) {
   k.value_class = dp + "," + nt + (nan ? ",nan" : "");
   k.tags = {gen::rows_class(g.dim(0)), dp, nt, k.shape_class};
   if (counts && has_tie(*counts)) k.tags.push_back("counts=tie");
+  add_kernel_paths(g, k.tags);
   for (const auto& [name, t] : c.inputs)
     for (const std::string& v : gen::value_tags(t)) k.tags.push_back(name + ":" + v);
   return k;
@@ -184,7 +193,8 @@ CaseClasses classes(const Case& c) {
 std::vector<std::string> required_tags(Direction) {
   std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=large", "dp=1", "dp=power_of_two", "dp=other",
                                    "num_tokens=absent", "num_tokens=0", "num_tokens=1", "num_tokens>2^24",
-                                   "num_tokens=other", "expert_bias", "no_expert_bias", "counts=tie"};
+                                   "num_tokens=other", "expert_bias", "no_expert_bias", "counts=tie",
+                                   "numel%packet=0", "numel%packet!=0"};
   for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(std::string("main_grad:") + value);
   tags.push_back("expert_bias:-0");
   return tags;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -230,6 +231,9 @@ Tensor ties_reversed(const Tensor& idx, const std::vector<float>& r, int64_t E) 
 constexpr int64_t kSmallExpertsMax = 16;
 constexpr int64_t kWideExperts = 256;      // E >> T: DeepSeek-V3's expert count with one or two tokens
 constexpr int64_t kWideTokensMax = 2;
+// Experts just past each limit of the forward kernel's variants (gpu/router_topk.cu forward_as: 2,
+// 4 or 8 scores a lane in registers, or a scratch row above 256), and twice the last.
+constexpr int64_t kVariantExperts[] = {65, 129, 257, 320, 512};
 constexpr int64_t kMinElements = 2048, kElementsPerSize = 256;  // logits elements by RapidCheck size
 constexpr float kSaturatedLogit = 30.0f;   // sigma = 1 in fp32; softplus's x > 20 branch
 constexpr float kTinySumLogit = -60.0f;    // sigma = 8.7e-27: the sum of G stays below 1e-20
@@ -281,8 +285,9 @@ struct GenShape {
 
 rc::Gen<GenShape> gen_shape() {
   return rc::gen::exec([] {
-    enum Kind { kSmall, kRealistic, kAllExperts, kWide };
-    const Kind kind = *rc::gen::weightedElement<Kind>({{4, kSmall}, {3, kRealistic}, {1, kAllExperts}, {1, kWide}});
+    enum Kind { kSmall, kRealistic, kAllExperts, kWide, kVariants };
+    const Kind kind = *rc::gen::weightedElement<Kind>(
+        {{4, kSmall}, {3, kRealistic}, {1, kAllExperts}, {1, kWide}, {2, kVariants}});
     GenShape s{};
     switch (kind) {
       case kSmall:
@@ -304,6 +309,11 @@ rc::Gen<GenShape> gen_shape() {
         s.E = kWideExperts;
         s.k = *rc::gen::inRange<int64_t>(1, 9);
         s.T = *rc::gen::inRange<int64_t>(1, kWideTokensMax + 1);
+        break;
+      case kVariants:  // element, not inRange: every variant at every RapidCheck size
+        s.E = *rc::gen::elementOf(std::vector<int64_t>(std::begin(kVariantExperts), std::end(kVariantExperts)));
+        s.k = *rc::gen::element<int64_t>(1, 2, 8);
+        s.T = *gen::rows();
         break;
     }
     const int size = *rc::gen::withSize([](int n) { return rc::gen::just(n); });
@@ -380,6 +390,15 @@ std::string scaling_tag(const Case& c) {
   return "scaling=other";
 }
 
+// The forward kernel's variant by E (gpu/router_topk.cu forward_as): 2, 4 or 8 experts a lane in
+// registers, or a scratch row above 256.
+std::string experts_tag(int64_t E) {
+  if (E <= 64) return "E=1..64";
+  if (E <= 128) return "E=65..128";
+  if (E <= 256) return "E=129..256";
+  return "E>256";
+}
+
 std::string bias_tag(const Tensor* bias) {
   if (!bias) return "bias=none";
   for (int64_t e = 0; e < bias->numel(); ++e)
@@ -441,7 +460,7 @@ CaseClasses classes(const Case& c) {
   k.value_class = std::string(dtype_name(d.logits)) + "," + score + (nan ? ",nan" : "");
   k.tags = {gen::rows_class(d.T), std::string("logits=") + std::string(dtype_name(d.logits)),
             c.attrs.count("score") ? "score=" + score : "score=absent", scaling_tag(c), bias_tag(bias),
-            d.k == 1 ? "k=1" : "k>1"};
+            d.k == 1 ? "k=1" : "k>1", experts_tag(d.E)};
   if (d.k == d.E) k.tags.push_back("E=k");
   if (d.T >= 1 && d.E >= 32 * d.T) k.tags.push_back("E>>T");
   for (const std::string& v : logit_values) k.tags.push_back("logits:" + v);
@@ -470,7 +489,8 @@ std::vector<std::string> required_tags(Direction dir) {
       "rows=0", "rows=1..16", "rows=17", "rows=large", "E=k", "E>>T", "k=1", "k>1", "logits=bf16", "logits=fp32",
       "score=sigmoid", "score=sqrt_softplus", "score=absent", "scaling=none", "scaling=0", "scaling=1",
       "scaling=2.5", "scaling=1.3", "bias=none", "bias=zero", "bias=random", "row:all_tied", "row:boundary_tie",
-      "row:-inf", "row:saturated", "row:sumG<1e-20", "logits:nan", "logits:inf", "logits:-0", "logits:subnormal"};
+      "row:-inf", "row:saturated", "row:sumG<1e-20", "logits:nan", "logits:inf", "logits:-0", "logits:subnormal",
+      "E=1..64", "E=65..128", "E=129..256", "E>256"};
   if (dir == Direction::kBackward)
     tags.insert(tags.end(), {"topk_idx=forward_order", "topk_idx=ties_reordered", "d_probs:-0_row", "d_probs:nan"});
   return tags;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <numeric>
 #include <stdexcept>
 
@@ -40,11 +41,17 @@ std::vector<int64_t> iota(int64_t from, int64_t n) {
   return v;
 }
 
+// The first of the case's data tensors of rank 2 (their width is H, their dtype the rows'), or nullptr.
+const Tensor* data_tensor(const Case& c) {
+  for (const char* name : {"tokens", "d_out", "permuted", "d_permuted"})
+    if (const Tensor* t = c.input(name); t && t->rank() == 2) return t;
+  return nullptr;
+}
+
 // The width H of the case's data tensors, or -1 when it has none of rank 2.
 int64_t data_width(const Case& c) {
-  for (const char* name : {"tokens", "d_out", "permuted", "d_permuted"})
-    if (const Tensor* t = c.input(name); t && t->rank() == 2) return t->dim(1);
-  return -1;
+  const Tensor* t = data_tensor(c);
+  return t ? t->dim(1) : -1;
 }
 
 }  // namespace
@@ -286,6 +293,18 @@ constexpr int64_t kMaxTokensWithManyExperts = 8;
 constexpr int64_t kMaxExtraExperts = 12;
 constexpr int64_t kSmallHMax = 33;
 constexpr int64_t kModelH = 4096;                // GLM-4.5's hidden size
+// Experts whose map rows the CUDA index reads in 4-byte words (a multiple of 4, not of 16), the
+// last in two groups of 128 experts; and experts enough that one tile's counts (a tile of 128
+// tokens times E) take the index's scan two passes of 16384, for one token (the smallest such map).
+constexpr int64_t kWordExperts[] = {12, 20, 36, 132};
+constexpr int64_t kTwoPassExperts = 16385;
+// Tokens of two of the index's 128-token tiles, with rows narrow enough that the bound on a case's
+// elements keeps them.
+constexpr int64_t kMultiTileTokens = 129;
+constexpr int64_t kMultiTileMaxH = 3;
+// A token of a row this wide has its k d_probs sums span more than a warp (one block each), and
+// 16-bit rows end in a 4-element group (H % 8 == 4).
+constexpr int64_t kOneWideTokenH = 516;
 // Spec OP-2: an fp32 sum of bf16 slot values is exact, so order-independent, while their exponent
 // spread is at most 13 binades; beyond it the order can show.
 constexpr int kExactSpreadBinades = 13;
@@ -296,12 +315,26 @@ rc::Gen<DType> data_dtype() {
   return rc::gen::weightedElement<DType>({{6, DType::kBF16}, {2, DType::kFP32}, {1, DType::kFP16}});
 }
 
+// Widths that reach the kernels' paths at every RapidCheck size, where inRange's widths shrink
+// with it: 1 (the slot row sums), odd (2- or 4-byte copies, single atomics), 8k + 4 for small and
+// large k (8-byte copies of 16-bit rows; d_probs' lanes of 4-element groups from H = 128), the
+// largest wide enough that a few rows' d_probs sums span more than a warp.
+rc::Gen<int64_t> kernel_path_H() {
+  return rc::gen::weightedElement<int64_t>({{1, 1}, {1, 3}, {1, 4}, {1, 12}, {3, 132}, {2, 516}});
+}
+
 rc::Gen<int64_t> hidden_H() {
   return rc::gen::weightedOneOf<int64_t>({
       {4, rc::gen::inRange<int64_t>(1, kSmallHMax + 1)},
       {4, rc::gen::map(rc::gen::inRange<int64_t>(1, 33), [](int64_t m) { return 8 * m; })},
       {1, rc::gen::just(kModelH)},
+      {4, kernel_path_H()},
   });
+}
+
+template <size_t N>
+int64_t element_of(const int64_t (&values)[N]) {
+  return *rc::gen::elementOf(std::vector<int64_t>(std::begin(values), std::end(values)));
 }
 
 // k distinct experts of E, ascending (a partial Fisher-Yates shuffle of rc draws, no retries).
@@ -413,6 +446,107 @@ bool slot_spread(const Case& c, const Routing& r) {
   return false;
 }
 
+// --- kernel paths (KernelRecord::paths; gpu/routing.cu) ------------------------------------------
+
+constexpr int64_t kTileTokens = 128;    // tokens of a tile: a block of the index's count and place kernels
+constexpr int64_t kGroupExperts = 128;  // experts of a tile's row read at once
+constexpr int64_t kScanPass = 16384;    // counts the index's one-block scan takes a pass
+constexpr int64_t kVectorBytes = 16;
+constexpr int64_t kWarpLanes = 32;
+
+// Rule 7's plan of a row sum (the spec's rule 7; the backends keep their own, gpu/common/row_sum.h
+// and reference/numerics.h, and ops/swiglu_family.cpp the same for its tags): whether the lanes
+// load vectors, how many share a row, and whether the rule models the row (else: rejected).
+struct Rule7Lanes {
+  bool modelled = false, vectorized = false;
+  int64_t lanes = 1;
+};
+constexpr int64_t kRule7VectorizeFrom = 128, kRule7MaxThreads = 512, kRule7MaxWidth = 8192;
+
+int64_t rule7_pow2(int64_t n) {  // P2(n): the largest power of two <= n, capped at 512
+  int64_t p = 1;
+  while (p * 2 <= n && p * 2 <= kRule7MaxThreads) p *= 2;
+  return p;
+}
+
+// The plan of rows of fp32 values (the only ones whose plan a routing kernel takes).
+Rule7Lanes rule7_lanes_fp32(int64_t width, int64_t rows) {
+  constexpr int64_t kVector = kVectorBytes / static_cast<int64_t>(sizeof(float));
+  Rule7Lanes r;
+  r.vectorized = width >= kRule7VectorizeFrom;
+  r.modelled = width >= 1 && width <= kRule7MaxWidth && (!r.vectorized || width % kVector == 0);
+  if (!r.modelled) return r;
+  const int64_t dim0 = r.vectorized ? width / kVector : width;
+  const int64_t first_lanes = std::min(rule7_pow2(dim0), kWarpLanes);
+  const int64_t height = std::min(rule7_pow2(std::max<int64_t>(rows, 1)), kRule7MaxThreads / first_lanes);
+  r.lanes = std::min(rule7_pow2(dim0), kRule7MaxThreads / height);
+  return r;
+}
+
+// The index, which every launch with tokens builds: a lane reads a map row's flags in 16-byte
+// vectors (E % 16 == 0), 4-byte words (E % 4 == 0) or bytes; rows of more than one group of
+// experts, maps of more than one tile, and tile counts that take the scan more than one pass.
+void add_index_paths(const Routing& r, std::vector<std::string>& tags) {
+  const int64_t E = r.experts;
+  if (r.tokens == 0 || E == 0) return;
+  tags.push_back(E % 16 == 0 ? "E%16=0" : E % 4 == 0 ? "E%16=4|8|12" : "E%4!=0");
+  if (E > kGroupExperts) tags.push_back("E>128");
+  const int64_t tiles = (r.tokens + kTileTokens - 1) / kTileTokens;
+  if (tiles > 1) tags.push_back("T>128");
+  if (tiles * E > kScanPass) tags.push_back("tile_counts>16384");
+}
+
+// The payload kernels, where a row is moved: copy_rows in 16-, 8-, 4- or 2-byte vectors by the
+// row's bytes; gather_sum in 16-byte packets, else single elements; at H == 1 the slot row sum
+// (and unpermute's backward with probs its product kernel); the order-of-arrival atomics in
+// 16-bit pairs where H is even.
+void add_payload_paths(const Routing& r, const Tensor& data, std::vector<std::string>& tags) {
+  const int64_t H = data.dim(1);
+  if (r.tokens == 0 || r.rows() == 0 || H == 0) return;
+  const int64_t bytes = H * static_cast<int64_t>(dtype_size(data.dtype()));
+  tags.push_back(bytes % 16 == 0  ? "row_bytes%16=0"
+                 : bytes % 8 == 0 ? "row_bytes%16=8"
+                 : bytes % 4 == 0 ? "row_bytes%8=4"
+                                  : "row_bytes%4=2");
+  if (bytes % 16 != 0) tags.push_back("row_bytes%16!=0");
+  if (H == 1) tags.push_back("H=1");
+  tags.push_back(H % 2 == 0 ? "H%2=0" : "H%2=1");
+}
+
+// unpermute's backward with probs at H > 1 (probs_backward_kernel): d_probs is rule 7's sum of
+// fp32 products over h in a tensor of N rows; a thread holds two lanes of 16-bit rows (one packet
+// an iteration; each lane's 4-element group alone where H % 8 == 4), and a row's threads meet in
+// warp shuffles or, above a warp, in one block's shared memory.
+void add_d_probs_paths(const Routing& r, const Tensor& data, std::vector<std::string>& tags) {
+  const int64_t H = data.dim(1);
+  if (r.tokens == 0 || r.rows() == 0 || H <= 1) return;
+  const Rule7Lanes plan = rule7_lanes_fp32(H, r.rows());
+  if (!plan.modelled) return;
+  const int64_t lanes_per_thread = dtype_size(data.dtype()) == 2 ? 2 : 1;
+  tags.push_back(plan.vectorized ? "d_probs:vectorized" : "d_probs:strided");
+  if (plan.vectorized && lanes_per_thread == 2 && H % 8 == 4) tags.push_back("d_probs:H%8=4");
+  tags.push_back(plan.lanes / lanes_per_thread > kWarpLanes ? "d_probs:block_tree" : "d_probs:warp_tree");
+}
+
+void add_kernel_paths(const Case& c, const Routing& r, std::vector<std::string>& tags) {
+  add_index_paths(r, tags);
+  const Tensor* data = data_tensor(c);
+  if (!data) return;
+  add_payload_paths(r, *data, tags);
+  if (c.op == "unpermute" && c.direction == Direction::kBackward && c.input(kProbs)) add_d_probs_paths(r, *data, tags);
+}
+
+// The tags add_kernel_paths emits for the op's direction.
+std::vector<std::string> kernel_path_tags(const std::string& op, Direction d) {
+  std::vector<std::string> tags = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "T>128", "tile_counts>16384",
+                                   "row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2",
+                                   "row_bytes%16!=0", "H=1", "H%2=0", "H%2=1"};
+  if (op == "unpermute" && d == Direction::kBackward)
+    tags.insert(tags.end(), {"d_probs:vectorized", "d_probs:strided", "d_probs:H%8=4", "d_probs:block_tree",
+                             "d_probs:warp_tree"});
+  return tags;
+}
+
 std::vector<std::string> floating_inputs(const std::string& op, Direction d) {
   if (op == "permute") return {d == Direction::kForward ? "tokens" : "d_permuted"};
   if (d == Direction::kForward) return {"permuted", "probs"};
@@ -433,17 +567,38 @@ rc::Gen<Case> generate(const std::string& op, Direction direction) {
     c.op = op;
     c.direction = direction;
     const DType dt = *data_dtype();
-    const int64_t H = *hidden_H();
+    int64_t H = *hidden_H();
     const int64_t k = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(1)}, {6, rc::gen::inRange<int64_t>(2, kMaxK + 1)}});
     int64_t T = *gen::rows();
     int64_t E = k;  // E = k: every token routes to every expert
-    switch (*rc::gen::weightedElement<int>({{1, 0}, {1, 1}, {4, 2}})) {
-      case 1:  // E >> T
-        E = *rc::gen::elementOf(std::vector<int64_t>(std::begin(kManyExperts), std::end(kManyExperts)));
+    // The last four are fixed shapes, so that the CUDA kernels' rarer paths occur at every size.
+    enum Shape { kEvery, kMany, kSomeMore, kWordRows, kTwoPassScan, kMultiTile, kOneWideToken };
+    switch (*rc::gen::weightedElement<Shape>({{2, kEvery},
+                                              {2, kMany},
+                                              {8, kSomeMore},
+                                              {2, kWordRows},
+                                              {2, kTwoPassScan},
+                                              {2, kMultiTile},
+                                              {2, kOneWideToken}})) {
+      case kMany:  // E >> T
+        E = element_of(kManyExperts);
         T = std::min(T, kMaxTokensWithManyExperts);
         break;
-      case 2: E = k + *rc::gen::inRange<int64_t>(0, kMaxExtraExperts + 1); break;
-      default: break;
+      case kSomeMore: E = k + *rc::gen::inRange<int64_t>(0, kMaxExtraExperts + 1); break;
+      case kWordRows: E = element_of(kWordExperts); break;
+      case kTwoPassScan:
+        E = kTwoPassExperts;
+        T = std::min<int64_t>(T, 1);
+        break;
+      case kMultiTile:
+        T = kMultiTileTokens;
+        H = *rc::gen::inRange<int64_t>(1, kMultiTileMaxH + 1);
+        break;
+      case kOneWideToken:
+        T = 1;
+        H = kOneWideTokenH;
+        break;
+      case kEvery: break;
     }
     const MapKind kind = *rc::gen::weightedElement<MapKind>(
         {{6, MapKind::kUniform}, {2, MapKind::kPadding}, {1, MapKind::kAllPadding}, {1, MapKind::kRagged}});
@@ -483,6 +638,8 @@ std::vector<std::string> required_tags(const std::string& op, Direction directio
                                    "dtype=bf16",     "dtype=fp32",      "dtype=fp16"};
   if (!slot_sum_input(op, direction).empty()) tags.push_back("slots:spread>13");
   if (op == "unpermute") tags.insert(tags.end(), {"probs", "no_probs"});
+  const std::vector<std::string> paths = kernel_path_tags(op, direction);
+  tags.insert(tags.end(), paths.begin(), paths.end());
   for (const std::string& input : floating_inputs(op, direction))
     for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(input + ":" + value);
   return tags;
@@ -528,6 +685,7 @@ CaseClasses classes(const Case& c) {
       k.tags.push_back("dtype=" + std::string(dtype_name(t->dtype())));
       break;
     }
+  add_kernel_paths(c, *r, k.tags);
   return k;
 }
 

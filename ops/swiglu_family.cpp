@@ -20,6 +20,17 @@ constexpr int64_t kMinElements = 4096, kElementsPerSize = 1024;  // elements of 
 
 // --- generation ------------------------------------------------------------------------------
 
+// Widths that reach the kernels' rarer paths (the tags of add_kernel_paths) at every RapidCheck
+// size, where inRange's widths shrink with the size: 0 (rows without elements: d_scale is the
+// empty sum), 8k + 4 for small and large k (a partial 8-element vector: single elements in the
+// elementwise kernels, 4-element groups in Megatron's d_scale from F = 128), 256 (whole vectors
+// from 128: d_scale's 16-bit accumulators) and 2048 (a multiple of 256 packets in bf16 and fp32:
+// Paddle's backward ends a row without rotating its slots): all narrow but the last, which must
+// be wide, so that the cases stay about as small as before.
+rc::Gen<int64_t> kernel_path_F() {
+  return rc::gen::weightedElement<int64_t>({{3, 0}, {1, 4}, {1, 12}, {3, 132}, {3, 260}, {4, 256}, {3, 2048}});
+}
+
 rc::Gen<int64_t> hidden_F() {
   return rc::gen::weightedOneOf<int64_t>({
       {2, rc::gen::inRange<int64_t>(1, 17)},                                                  // small
@@ -27,6 +38,7 @@ rc::Gen<int64_t> hidden_F() {
       {1, rc::gen::just(kGlmExpertF)},
       {1, rc::gen::map(rc::gen::pair(rc::gen::inRange<int64_t>(1, 17), rc::gen::inRange<int64_t>(1, 8)),
                        [](const std::pair<int64_t, int64_t>& p) { return 8 * p.first + p.second; })},  // not a multiple
+      {4, kernel_path_F()},
   });
 }
 
@@ -142,6 +154,96 @@ std::vector<Case> shrink_family(const Case& c) {
   return out;
 }
 
+// --- kernel paths (KernelRecord::paths, gpu/common/kernel_record.h) ----------------------------
+//
+// The code paths of the family's CUDA kernels that a case's shape and dtypes select, as tags:
+// whole 16-byte packets or single elements (gpu/swiglu.cu), the plan of Megatron's d_scale and the
+// units of Paddle's backward (gpu/swiglu_scale.cu). Every launcher returns before any kernel on
+// zero rows ("rows=0").
+
+constexpr int64_t kVectorBytes = 16;  // the kernels' packets, and rule 7's vector loads
+constexpr int64_t kWarpLanes = 32;
+
+int64_t packet_elements(DType dt) { return kVectorBytes / static_cast<int64_t>(dtype_size(dt)); }
+
+// Rule 7's plan of a row sum (the spec's rule 7; the backends keep their own, gpu/common/row_sum.h
+// and reference/numerics.h): whether the lanes load vectors, how many lanes share a row, and
+// whether the rule models the row at all (a row it does not is rejected, and nothing runs).
+struct Rule7Lanes {
+  bool modelled = false, vectorized = false;
+  int64_t lanes = 1;
+};
+constexpr int64_t kRule7VectorizeFrom = 128, kRule7MaxThreads = 512;
+constexpr int64_t kRule7MaxWidth = 8192, kRule7MaxWidth16 = 4096;
+
+int64_t rule7_pow2(int64_t n) {  // P2(n): the largest power of two <= n, capped at 512
+  int64_t p = 1;
+  while (p * 2 <= n && p * 2 <= kRule7MaxThreads) p *= 2;
+  return p;
+}
+
+Rule7Lanes rule7_lanes(int64_t width, int64_t rows, int64_t element_bytes) {
+  Rule7Lanes r;
+  const int64_t vector = kVectorBytes / element_bytes;
+  r.vectorized = width >= kRule7VectorizeFrom;
+  r.modelled = width >= 1 && width <= (element_bytes == 2 ? kRule7MaxWidth16 : kRule7MaxWidth) &&
+               (!r.vectorized || width % vector == 0);
+  if (!r.modelled) return r;
+  const int64_t dim0 = r.vectorized ? width / vector : width;
+  const int64_t first_lanes = std::min(rule7_pow2(dim0), kWarpLanes);
+  const int64_t height = std::min(rule7_pow2(std::max<int64_t>(rows, 1)), kRule7MaxThreads / first_lanes);
+  r.lanes = std::min(rule7_pow2(dim0), kRule7MaxThreads / height);
+  return r;
+}
+
+// The elementwise kernels (swiglu, Megatron's weighted forward, Paddle's forward): a row of 16-byte
+// packets, or single elements where F is not a multiple of the packet; F == 0 launches nothing.
+void add_elementwise_paths(int64_t F, DType act, std::vector<std::string>& tags) {
+  if (F == 0) tags.push_back("F=0");
+  else tags.push_back(F % packet_elements(act) == 0 ? "F%packet=0" : "F%packet!=0");
+}
+
+// Megatron's weighted backward: d_scale is rule 7's sum of the products act(swiglu) * g.to(w), a
+// 16-bit tensor where w has y's 16-bit dtype (8 accumulators a lane), else fp32 (4). A thread holds
+// two lanes where fp32 sums meet 16-bit activations, so that it still reads one packet an
+// iteration (each lane's 4-element group alone where F % 8 == 4); a row's threads meet in warp
+// shuffles, or above a warp in one block's shared memory.
+void add_d_scale_paths(int64_t rows, int64_t F, DType act, DType w, std::vector<std::string>& tags) {
+  const bool act16 = dtype_size(act) == 2;
+  const bool products16 = act16 && w == act;
+  const Rule7Lanes plan = rule7_lanes(F, rows, products16 ? 2 : 4);
+  if (!plan.modelled) return;
+  const int64_t lanes_per_thread = plan.vectorized && products16 ? 1 : act16 ? 2 : 1;
+  tags.push_back(plan.vectorized ? "d_scale:vectorized" : "d_scale:strided");
+  if (plan.vectorized && products16) tags.push_back("d_scale:16-bit_products");
+  if (plan.vectorized && lanes_per_thread == 2 && F % 8 == 4) tags.push_back("d_scale:F%8=4");
+  tags.push_back(plan.lanes / lanes_per_thread > kWarpLanes ? "d_scale:block_tree" : "d_scale:warp_tree");
+}
+
+// PaddleFleet's backward (bf16 or fp32 rows of whole packets): a warp streams a row in units of 32
+// packets (a lane's each), the stored kernel's 256 threads being 8 slots a lane that rotate once a
+// unit: a row of a multiple of 8 units ends with no rotation back, and a last unit of fewer than 32
+// packets leaves lanes idle.
+constexpr int64_t kPaddleSlots = 8;
+void add_paddle_backward_paths(int64_t F, DType act, std::vector<std::string>& tags) {
+  const int64_t packet = paddle_packet_elements(act);
+  if ((act != DType::kBF16 && act != DType::kFP32) || F == 0 || F % packet != 0) return;
+  const int64_t packets = F / packet, units = (packets + kWarpLanes - 1) / kWarpLanes;
+  tags.push_back(units % kPaddleSlots == 0 ? "units%8=0" : "units%8!=0");
+  if (packets % kWarpLanes != 0) tags.push_back("packets%32!=0");
+}
+
+void add_kernel_paths(const Case& c, std::vector<std::string>& tags) {
+  const Tensor& y = *c.input("y");
+  if (y.rank() != 2 || y.dim(0) == 0) return;
+  const int64_t rows = y.dim(0), F = y.dim(1) / 2;
+  add_elementwise_paths(F, y.dtype(), tags);
+  const Tensor* scale = c.input("scale");
+  if (c.direction != Direction::kBackward || !scale || F == 0) return;
+  add_d_scale_paths(rows, F, y.dtype(), scale->dtype(), tags);
+  add_paddle_backward_paths(F, y.dtype(), tags);
+}
+
 // --- classes ---------------------------------------------------------------------------------
 
 std::string coarse_clamp_class(const Case& c) {
@@ -168,6 +270,7 @@ CaseClasses family_classes(const Case& c) {
   const int64_t F = y.dim(1) / 2;
   k.tags.push_back(F == kGlmExpertF ? "F=1408" : F % 8 != 0 ? "F%8!=0" : F <= 16 ? "F=small" : "F=vector-multiple");
   if (!k.shape_class.empty()) k.tags.push_back(k.shape_class);
+  add_kernel_paths(c, k.tags);
   for (const auto& [name, t] : c.inputs)
     for (const std::string& v : gen::value_tags(t)) k.tags.push_back(name + ":" + v);
   return k;
@@ -305,10 +408,17 @@ std::vector<std::string> required_tags(const std::string& op, Direction directio
   std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=17", "rows=32", "rows=large",
                                    "clamp=none", "clamp=0", "clamp=-0", "clamp=negative", "clamp=tiny",
                                    "clamp=normal", "clamp=+inf", "clamp=nan", "F=small", "F=1408", "F%8!=0"};
+  // The CUDA kernels' paths (KernelRecord::paths): dtypes, packets or elements, and the backward's.
+  tags.insert(tags.end(), {"y=bf16", "y=fp32", "y=fp16", "F=0", "F%packet=0", "F%packet!=0"});
   std::vector<std::string> inputs = {"y"};
   if (op == "swiglu_scale") {
     inputs.push_back("scale");
     tags.insert(tags.end(), {"scale=1d", "scale=2d"});
+    if (direction == Direction::kBackward)
+      tags.insert(tags.end(), {"d_scale:vectorized", "d_scale:strided", "d_scale:16-bit_products", "d_scale:F%8=4",
+                               "d_scale:block_tree", "d_scale:warp_tree", "units%8=0", "units%8!=0", "packets%32!=0"});
+  } else {
+    tags.insert(tags.end(), {"bias", "no_bias"});
   }
   if (direction == Direction::kBackward) inputs.push_back("g");
   for (const std::string& input : inputs)

@@ -18,6 +18,19 @@ OpInfo cross_entropy();  // ops/cross_entropy.cpp
 // RejectError("attr") where it is not an int.
 int64_t cross_entropy_ignore_index(const Case& c);
 
+// cross_entropy's fused order cuts a row into kFusedSegments contiguous segments of
+// fused_segment_span(V) = ceil(V / 8192) * 1024 elements (the last shorter or empty), each walked by
+// kFusedSegmentLanes lanes (reference/cross_entropy.h states the order).
+inline constexpr int64_t kFusedSegments = 8;
+inline constexpr int64_t kFusedSegmentLanes = 1024;
+constexpr int64_t fused_segment_span(int64_t V) {
+  const int64_t lanes = kFusedSegments * kFusedSegmentLanes;
+  return (V + lanes - 1) / lanes * kFusedSegmentLanes;
+}
+// The widest V whose segments bitparity's fused backward keeps in shared memory: above it the
+// kernel takes its other path (a generated class of its own).
+inline constexpr int64_t kFusedBufferedMaxV = 204800;
+
 // adamw_step's attributes as torch.optim.AdamW takes them, an absent one at AdamW's default (lr
 // 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2, maximize False); step has no default.
 // For a case that validate accepted.

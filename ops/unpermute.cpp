@@ -149,7 +149,7 @@ struct ReferenceShape {
 };
 // GLM-4.5-Air (E = 128) and GLM-4.5 (E = 160) at 16384 tokens; for GPU tests a 2048-token case and
 // one of 40000 tokens and 64 experts (the CUDA index scans 64 x 313 tile counts: two passes of its
-// scan kernel, which generated maps never reach).
+// scan kernel, which generated maps reach only in one tile, with more than 16384 experts).
 constexpr ReferenceShape kReferenceShapes[] = {{16384, 4096, 128, 8, true},
                                                {16384, 4096, 160, 8, true},
                                                {2048, 4096, 128, 8, false},

@@ -179,19 +179,22 @@ Online combine(const Online& a, const Online& b) {
 }  // namespace
 
 RowStats fused_row_stats(std::span<const float> row) {
-  constexpr auto kLanes = static_cast<size_t>(kFusedLanes), kBlockLanes = static_cast<size_t>(kFusedBlockLanes);
-  std::vector<Online> lanes(kLanes);
-  for (size_t j = 0; j < row.size(); ++j) online_add(lanes[j % kLanes], row[j]);
-  std::vector<Online> blocks(static_cast<size_t>(kFusedBlocks));
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    Online* v = lanes.data() + b * kBlockLanes;
-    for (size_t h = kBlockLanes / 2; h >= 1; h /= 2)
-      for (size_t t = 0; t < h; ++t) v[t] = combine(v[t], v[t + h]);
-    blocks[b] = v[0];
+  const auto V = static_cast<int64_t>(row.size());
+  const int64_t S = ops::fused_segment_span(V);
+  std::vector<Online> segments(static_cast<size_t>(ops::kFusedSegments));
+  std::vector<Online> lanes(static_cast<size_t>(ops::kFusedSegmentLanes));
+  for (int64_t seg = 0; seg < ops::kFusedSegments; ++seg) {
+    std::fill(lanes.begin(), lanes.end(), Online{});
+    const int64_t end = std::min(V, (seg + 1) * S);
+    for (int64_t j = seg * S; j < end; ++j)
+      online_add(lanes[static_cast<size_t>((j - seg * S) % ops::kFusedSegmentLanes)], row[static_cast<size_t>(j)]);
+    for (size_t h = lanes.size() / 2; h >= 1; h /= 2)
+      for (size_t t = 0; t < h; ++t) lanes[t] = combine(lanes[t], lanes[t + h]);
+    segments[static_cast<size_t>(seg)] = lanes[0];
   }
-  for (size_t h = blocks.size() / 2; h >= 1; h /= 2)
-    for (size_t b = 0; b < h; ++b) blocks[b] = combine(blocks[b], blocks[b + h]);
-  return {blocks[0].m, blocks[0].s};
+  for (size_t h = segments.size() / 2; h >= 1; h /= 2)
+    for (size_t b = 0; b < h; ++b) segments[b] = combine(segments[b], segments[b + h]);
+  return {segments[0].m, segments[0].s};
 }
 
 namespace {

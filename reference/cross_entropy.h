@@ -47,16 +47,17 @@ struct RowStats {
 };
 RowStats eager_row_stats(std::span<const float> row, int64_t row_index);
 
-// The fused contract's order: a row is split over kFusedBlocks blocks of kFusedBlockLanes lanes
-// (one thread block cluster), kFusedLanes = 8192 lanes in all; lane l = b * 1024 + t takes x_l,
-// x_{l+8192}, ... and keeps an online (m, s) from (-Inf, +0): x > m: s = fma(s, expf(m - x), 1),
-// m = x; x == -Inf: nothing; otherwise s = s + expf(x - m). Each block's 1024 lanes then combine by
-// a halving tree v[t] = combine(v[t], v[t + h]), h = 512, ..., 1, and the 8 block results by a
-// halving tree over the blocks (h = 4, 2, 1), where combine(a, b) is: b.m > a.m:
+// The fused contract's order: a row is cut into kFusedSegments contiguous segments of
+// fused_segment_span(V) elements each (a multiple of kFusedSegmentLanes, the last segment shorter or
+// empty), each walked by kFusedSegmentLanes lanes: lane t of segment s takes x_{sS + t}, x_{sS + t + 1024},
+// ... (below (s + 1) S and V) and keeps an online (m, s) from (-Inf, +0): x > m: s = fma(s, expf(m - x), 1),
+// m = x; x == -Inf: nothing; otherwise s = s + expf(x - m). Each segment's 1024 lanes then combine by
+// a halving tree v[t] = combine(v[t], v[t + h]), h = 512, ..., 1, and the 8 segment results by a
+// halving tree over the segments (h = 4, 2, 1), where combine(a, b) is: b.m > a.m:
 // (b.m, fma(a.s, expf(a.m - b.m), b.s)); b.m == -Inf: a; otherwise (a.m, fma(b.s, expf(b.m - a.m), a.s)).
-inline constexpr int64_t kFusedBlocks = 8;
-inline constexpr int64_t kFusedBlockLanes = 1024;
-inline constexpr int64_t kFusedLanes = kFusedBlocks * kFusedBlockLanes;
+// Contiguous segments let one block of a cluster hold its segment on chip (the backward's two passes)
+// while another kernel walks all eight segments at once (the forward's one pass).
+// (ops::kFusedSegments, ops::kFusedSegmentLanes, ops::fused_segment_span in ops/training.h.)
 RowStats fused_row_stats(std::span<const float> row);
 
 }  // namespace bitparity::ref

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the GPU tests (cuda_vs_ref_test, label gpu), compute-sanitizer
-# memcheck and racecheck on that binary, the kernel and launch benchmarks (kernel_bench: every CUDA
-# kernel record on its op's reference inputs), and a short table last. Nothing here names an op:
+# memcheck and racecheck on that binary, campaigns through a worker that faults on the device on
+# purpose (cuda_fault_test), the kernel and launch benchmarks (kernel_bench: every CUDA kernel
+# record on its op's reference inputs), and a short table last. Nothing here names an op:
 # the sanitizers pick the cuda targets of the generic tests by their names' backend kind. Exits
 # non-zero on a failed test, a finding, or a sanitizer error or hazard.
 #
@@ -22,12 +23,12 @@
 # device tool brings back few files). JOBS: test shards run in parallel (default: cores, at most
 # 8). RC_CASES: RapidCheck cases per property (default 100); MEMCHECK_RC_CASES (15) and
 # RACECHECK_RC_CASES (60) under the sanitizers.
-# BENCH_FILTER: a --benchmark_filter regex. SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_PLUGINS=1 leave
-# parts out, so that a check too long for one call can be split over several. TEST_FILTER: a
-# --gtest_filter for the test shards (default: all); SANITIZER_FILTER: the sanitizers' (default: the
-# cuda targets and the PyTorch recordings). PART_TIMEOUT: seconds each part (tests, each sanitizer,
-# benchmarks) may run; a part stopped by it is a problem in the summary, and the summary is still
-# written.
+# BENCH_FILTER: a --benchmark_filter regex. SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_PLUGINS=1,
+# SKIP_FAULTS=1 (the device-fault campaigns) leave parts out, so that a check too long for one call
+# can be split over several. TEST_FILTER: a --gtest_filter for the test shards (default: all);
+# SANITIZER_FILTER: the sanitizers' (default: the cuda targets and the PyTorch recordings).
+# PART_TIMEOUT: seconds each part (tests, each sanitizer, benchmarks) may run; a part stopped by it
+# is a problem in the summary, and the summary is still written.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,13 +43,16 @@ JOBS=${JOBS:-$(nproc)}
 
 stage() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
-  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test kernel_bench bitparity bitparity_example_fleet || return 1
+  cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test cuda_fault_test cuda_fault_worker kernel_bench \
+    bitparity bitparity_example_fleet || return 1
   rm -rf "$CARRY"
   mkdir -p "$CARRY/lib" "$CARRY/plugins"
-  cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/bench/kernel_bench" "$BUILD/cli/bitparity" "$CARRY/"
+  cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/gpu/tests/cuda_fault_test" "$BUILD/gpu/tests/cuda_fault_worker" \
+    "$BUILD/bench/kernel_bench" "$BUILD/cli/bitparity" "$CARRY/"
   # The example plug-ins, for campaigns of `--plugin` backends on the GPU.
   cp "$BUILD"/peers/plugin/examples/*.so "$CARRY/plugins/"
-  strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity"
+  strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/cuda_fault_test" "$CARRY/cuda_fault_worker" "$CARRY/kernel_bench" \
+    "$CARRY/bitparity"
   # Every shared library but the C and C++ runtimes (glibc's pieces included), which the GPU machine has
   # in newer versions.
   ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity" | awk '$3 ~ /^\// {print $3}' | sort -u |
@@ -101,6 +105,11 @@ run() {
         part "tests" "$test" --gtest_filter="${TEST_FILTER:-*}" --gtest_output="xml:$logs/tests-$i.xml" \
         >"$logs/tests-$i.log" 2>&1 &
     done
+    # Campaigns through a worker whose kernels fault on purpose (gpu/tests/cuda_fault_test.cpp).
+    if [[ ${SKIP_FAULTS:-0} != 1 ]]; then
+      BITPARITY_CUDA_FAULT_WORKER=$CARRY/cuda_fault_worker part "faults" "$CARRY/cuda_fault_test" \
+        --gtest_output="xml:$logs/tests-faults.xml" >"$logs/tests-faults.log" 2>&1 &
+    fi
   fi
   if [[ ${SKIP_SANITIZER:-0} != 1 ]]; then
     # memcheck: the generated cases and the reference inputs of every cuda target, and the PyTorch
@@ -236,6 +245,8 @@ if findings:
 tests_skipped = os.environ.get("SKIP_TESTS") == "1"
 if xml_count == 0 and not tests_skipped:
     problems.append("no test results")
+if not tests_skipped and os.environ.get("SKIP_FAULTS") != "1" and not os.path.exists(os.path.join(logs, "tests-faults.xml")):
+    problems.append("the device-fault campaigns (cuda_fault_test) left no results: see logs/tests-faults.log")
 if tests_skipped:
     print("tests: not run (SKIP_TESTS=1)")
 if not (xml_count or any(os.path.exists(os.path.join(logs, t + ".log")) for t in ("memcheck", "racecheck"))

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/case.h"
 #include "core/registry.h"
@@ -38,6 +39,14 @@ struct KernelRecord {
   // contract's arithmetic does not model ("unmodelled") and never checks inputs otherwise (the
   // op's validate did).
   std::function<BoundLaunch(const KernelArgs&)> bind;
+  // The code paths of the record's kernels that the case's shape or attributes select (a vector
+  // width from the row's bytes, a partial-vector tail, a small- or large-grid variant, a ring's
+  // fill, an early return), each the name of a tag that the op's classes() emits for a case whose
+  // launch takes that path. A path belongs to the directions whose cases carry its tag; the
+  // generator must reach it in at least 1 case in 100 at a small and at a large RapidCheck size
+  // (gpu/tests/kernel_paths_test.cpp), so that a path no test reaches fails by name. Defaulted,
+  // so that a record's initializer may leave it out.
+  std::vector<std::string> paths = {};
 };
 
 using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;

@@ -1,0 +1,81 @@
+// A GPU campaign survives real device faults: a worker whose kernel stores through a bad pointer
+// (cudaErrorIllegalAddress), executes `trap` (cudaErrorLaunchFailure) or never ends
+// (cuda_fault_worker.cu, on every case holding 3.0) is restarted, the campaign finishes every case,
+// and the case that killed the worker is a device_fault entry, shrunk in fresh workers, that replays
+// as still faulting. Skipped where no CUDA device exists.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "campaign/campaign.h"
+#include "corpus/entry.h"
+#include "corpus/replay.h"
+#include "gpu/runtime.h"
+#include "peers/exec/exec_backend.h"
+#include "testing/toy_op.h"
+
+namespace bitparity {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The worker beside a staged test (scripts/gpu_check.sh sets the variable), else the one built here.
+std::string worker_path() {
+  const char* env = std::getenv("BITPARITY_CUDA_FAULT_WORKER");
+  return env && *env ? env : BITPARITY_CUDA_FAULT_WORKER;
+}
+
+bool holds_three(const Tensor& x) {
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (x.f32(i) == 3.0f) return true;
+  return false;
+}
+
+TEST(CudaFaultCampaign, SurvivesStickyErrorsAndHangsAndRecordsTheCase) {
+  if (const auto why = gpu::unavailable_reason()) GTEST_SKIP() << *why;
+  ASSERT_TRUE(fs::is_regular_file(worker_path())) << "no worker at " << worker_path();
+  for (const char* mode : {"illegal_address", "trap", "hang"}) {
+    SCOPED_TRACE(mode);
+    const bool hang = std::string(mode) == "hang";
+    Registry r = testing::make_fake_registry();
+    peers::WorkerOptions worker;
+    worker.name = "faulty";
+    worker.argv = {worker_path(), mode};
+    worker.request_seconds = hang ? 1.0 : 30.0;
+    const auto backend = peers::add_exec_backend(r, "faulty", worker);
+    const fs::path dir = fs::temp_directory_path() / ("bitparity_cuda_fault_" + std::string(mode) + "_" +
+                                                      std::to_string(::getpid()));
+    fs::remove_all(dir);
+    campaign::CampaignOptions o;
+    o.budget_seconds = 600;
+    o.max_cases = 60;
+    o.seed = 5;
+    o.pairs = {{"faulty:strict", "ref:strict"}};
+    o.corpus_dir = dir;
+    o.max_shrink_calls = 20;  // each step starts a CUDA context; each hang costs the timeout
+    const reports::Report report = campaign::run_campaign(r, o);
+    ASSERT_EQ(report.counts.size(), 1u);
+    const reports::PairCounts& counts = report.counts.at(0);
+    EXPECT_EQ(counts.cases, 60) << "cases were lost";
+    ASSERT_GT(counts.mismatches.count("device_fault"), 0u) << "no case held 3.0, or the fault went unseen";
+    EXPECT_GT(counts.agreements, 0) << "no case ran after a fault";
+    EXPECT_TRUE(counts.skips.empty());
+    ASSERT_FALSE(report.findings.empty());
+    for (const reports::FindingRecord& f : report.findings) {
+      EXPECT_EQ(f.kind, "device_fault");
+      const corpus::Entry entry = corpus::load_entry(f.file, r);
+      EXPECT_TRUE(holds_three(*entry.c.input("x"))) << f.file;
+      const corpus::ReplayResult replayed = corpus::replay_entry(r, entry);
+      EXPECT_EQ(replayed.status, corpus::ReplayStatus::kPass) << replayed.summary;
+    }
+    EXPECT_GT(backend->starts(), 1) << "the worker was never restarted";
+    fs::remove_all(dir);
+  }
+}
+
+}  // namespace
+}  // namespace bitparity
