@@ -7,12 +7,15 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <mutex>
 #include <ostream>
 #include <set>
 #include <stdexcept>
 
 #include <rapidcheck/Random.h>
 
+#include "campaign/case_runner.h"
+#include "campaign/ordered_work.h"
 #include "core/error.h"
 #include "core/outcome.h"
 #include "core/random.h"
@@ -101,34 +104,60 @@ void fill_run_info(reports::RunInfo& run, const CampaignOptions& options, const 
   run.pairs.assign(pairs.begin(), pairs.end());
 }
 
-// What one backend did with the current case (a failure of the backend itself is an outcome of class
-// backend_error, which makes a finding); nullopt when the backend cannot be used at all.
-using SideOutcome = std::optional<Outcome>;
+// What one pair concluded on a case, as the thread that ran it saw it.
+struct PairOutcome {
+  const BackendPair* pair = nullptr;
+  DiffVerdict verdict = DiffVerdict::kSkip;
+  std::string kind;                               // the finding kind, or the skip reason
+  std::map<std::string, int64_t> ulp_histogram;   // over the outputs that differ in bits
+  std::string signature;                          // findings only
+  // Findings this thread shrank (see Campaign::claim): the case and result an entry records.
+  std::optional<std::pair<Case, DiffResult>> shrunk;
+};
 
+// Everything one case produced; applied to the report in case order (Campaign::commit).
+struct CaseResult {
+  int64_t global = 0;
+  const Target* target = nullptr;
+  bool generated = false;
+  std::vector<std::string> tags;   // the case's edge classes, each once
+  std::vector<PairOutcome> pairs;  // the pairs that ran on it, in the target's order
+};
+
+std::map<std::string, int64_t> ulp_histogram_of(const DiffResult& r) {
+  std::map<std::string, int64_t> histogram;
+  if (r.comparison)
+    for (const OutputComparison& out : r.comparison->outputs)
+      for (const auto& [bucket, n] : out.ulp_histogram) histogram[bucket] += n;
+  return histogram;
+}
+
+// The run has two halves. work() is a pure function of the case index (given thread-safe
+// backends) and may run on any thread: it generates the case, runs its pairs and shrinks the
+// findings it claims. commit() runs in case order, one case at a time, and alone touches the
+// report, the corpus and the set of known signatures, so the output does not depend on the jobs.
 class Campaign {
  public:
   Campaign(const Registry& registry, const CampaignOptions& options)
-      : registry_(registry),
-        options_(options),
+      : options_(options),
         targets_(make_targets(registry, options)),
-        shard_seed_(shard_seed(options.seed, options.shard)) {
+        runner_(registry, CompareOptions{options.strict_nan},
+                [this](const std::string& backend, const std::string& what) { warn_once(backend, what); }) {
     if (!options.corpus_dir.empty()) {
       check_output_folder(options.corpus_dir);
-      known_ = corpus::load_signatures(options.corpus_dir);
+      corpus_signatures_ = corpus::load_signatures(options.corpus_dir);
+      known_ = corpus_signatures_;
     }
     fill_run_info(report_.run, options, targets_);
   }
 
   reports::Report run() {
     start_ = last_progress_ = Clock::now();
-    for (int64_t local = 0;; ++local) {
-      const int64_t global = local * options_.shard.count + options_.shard.index;
-      if (interrupted() || report_.run.error || elapsed() >= options_.budget_seconds ||
-          (options_.max_cases && global >= *options_.max_cases))
-        break;
-      run_case(local, global);
-      report_progress(false);
-    }
+    OrderedWork<CaseResult> w;
+    w.may_start = [this](int64_t local) { return may_start(case_index(options_.shard, local)); };
+    w.work = [this](int64_t local) { return run_case(case_index(options_.shard, local)); };
+    w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
+    run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
     report_.run.elapsed_seconds = elapsed();
     report_.run.interrupted = interrupted();
     report_progress(true);
@@ -139,50 +168,118 @@ class Campaign {
   bool interrupted() const { return options_.stop && options_.stop->load(); }
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
-  void run_case(int64_t local, int64_t global) {
-    const Target& target = targets_[static_cast<size_t>(local) % targets_.size()];
-    const int size = static_cast<int>((local / static_cast<int64_t>(targets_.size())) % (kMaxGenSize + 1));
-    ++cases_;
-    std::optional<Case> c;
+  // A corpus write that failed ends the run through commit's false.
+  bool may_start(int64_t global) const {
+    return !interrupted() && elapsed() < options_.budget_seconds &&
+           !(options_.max_cases && global >= *options_.max_cases);
+  }
+
+  const Target& target_of(int64_t global) const { return targets_[static_cast<size_t>(global) % targets_.size()]; }
+
+  // Any thread.
+  CaseResult run_case(int64_t global) {
+    CaseResult result;
+    result.global = global;
+    result.target = &target_of(global);
+    const Target& target = *result.target;
+    std::optional<Case> c = generate(target, global);
+    result.generated = c.has_value();
+    if (c && target.op->classes) {
+      const std::vector<std::string> tags = target.op->classes(*c).tags;
+      const std::set<std::string> unique(tags.begin(), tags.end());
+      result.tags.assign(unique.begin(), unique.end());
+    }
+    std::vector<const BackendPair*> runs;  // into target.pairs, which outlives every result
+    std::vector<BackendPair> pairs;
+    for (const BackendPair& pair : target.pairs)
+      if (!pair.twice() || runs_twice_on(*target.op, pair, global)) runs.push_back(&pair), pairs.push_back(pair);
+    std::vector<std::optional<DiffResult>> diffs(pairs.size());
+    if (c) diffs = runner_.run_pairs(*c, pairs);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      PairOutcome o;
+      if (c && diffs[i]) o = outcome_of(target, *runs[i], *c, *diffs[i], global);
+      else o.kind = c ? kBackendUnusable : kGenerationFailed;
+      o.pair = runs[i];
+      result.pairs.push_back(std::move(o));
+    }
+    return result;
+  }
+
+  // RapidCheck keeps its implicit parameters (gen::exec's handler) in process-wide stacks that are
+  // not synchronized: one case is generated at a time.
+  std::optional<Case> generate(const Target& target, int64_t global) {
+    const int size = static_cast<int>((global / static_cast<int64_t>(targets_.size())) % (kMaxGenSize + 1));
     try {
-      c = target.op->generate(target.direction)(rc::Random(case_seed(shard_seed_, local)), size).value();
+      const std::lock_guard<std::mutex> lock(generate_mutex_);
+      return target.op->generate(target.direction)(rc::Random(case_seed(options_.seed, global)), size).value();
     } catch (const std::exception& e) {
       warn_once("generator of " + target.op->name, e.what());
     }
-    if (c) count_coverage(target, *c);
-    std::map<std::string, SideOutcome> sides;
-    for (const BackendPair& pair : target.pairs) {
-      if (pair.twice() && !runs_twice_on(*target.op, pair, local)) continue;
-      reports::PairCounts& counts = counts_for(target, pair);
-      ++counts.cases;
-      if (!c) {
-        ++counts.skips[std::string(kGenerationFailed)];
-        continue;
-      }
-      const SideOutcome& a = side(sides, pair.a, *c);
-      // A self pair runs its backend a second time; every other side runs once per case.
-      SideOutcome again;
-      if (pair.twice()) again = side_once(pair.b, *c);
-      const SideOutcome& b = pair.twice() ? again : side(sides, pair.b, *c);
-      if (!a || !b) {
-        ++counts.skips[std::string(kBackendUnusable)];
-        continue;
-      }
-      const DiffResult r = corpus::classify(*c, pair, *a, *b, compare_options());
-      if (r.comparison)
-        for (const OutputComparison& out : r.comparison->outputs)
-          for (const auto& [bucket, n] : out.ulp_histogram) counts.ulp_histogram[bucket] += n;
-      if (r.verdict == DiffVerdict::kAgree) ++counts.agreements;
-      if (r.verdict == DiffVerdict::kSkip) ++counts.skips[r.kind];
-      if (r.verdict == DiffVerdict::kFinding) handle_finding(target, pair, *c, r, global);
-    }
+    return std::nullopt;
   }
 
-  CompareOptions compare_options() const { return CompareOptions{options_.strict_nan}; }
+  PairOutcome outcome_of(const Target& target, const BackendPair& pair, const Case& c, const DiffResult& r,
+                         int64_t global) {
+    PairOutcome o;
+    o.pair = &pair;
+    o.verdict = r.verdict;
+    o.kind = r.kind;
+    o.ulp_histogram = ulp_histogram_of(r);
+    if (r.verdict != DiffVerdict::kFinding) return o;
+    // Shrinking keeps the signature, so the one seen here is the one an entry records.
+    o.signature = corpus::finding_signature(*target.op, c, pair, r);
+    if (claim(o.signature, global)) o.shrunk = shrink(*target.op, pair, c, r, o.signature);
+    return o;
+  }
+
+  // Whether the case `global` shrinks its finding: when the signature is not in the corpus and no
+  // earlier case claimed it. The earliest case showing a signature always claims it, and it is the
+  // one whose finding commit writes; a later case that claimed it first (on another thread) shrank
+  // in vain. One thread shrinks each signature, as a sequential run does.
+  bool claim(const std::string& signature, int64_t global) {
+    if (corpus_signatures_.count(signature)) return false;
+    const std::lock_guard<std::mutex> lock(claims_mutex_);
+    const auto [it, first] = claims_.try_emplace(signature, global);
+    if (first) return true;
+    if (global >= it->second) return false;
+    it->second = global;
+    return true;
+  }
+
+  // Case order, one case at a time. False ends the run (a corpus write failed).
+  bool commit(CaseResult& r) {
+    ++cases_;
+    const Target& target = *r.target;
+    if (r.generated) count_coverage(target, r.tags);
+    for (PairOutcome& o : r.pairs) {
+      reports::PairCounts& counts = counts_for(target, *o.pair);
+      ++counts.cases;
+      for (const auto& [bucket, n] : o.ulp_histogram) counts.ulp_histogram[bucket] += n;
+      if (o.verdict == DiffVerdict::kAgree) ++counts.agreements;
+      if (o.verdict == DiffVerdict::kSkip) ++counts.skips[o.kind];
+      if (o.verdict == DiffVerdict::kFinding) commit_finding(target, o, counts, r.global);
+    }
+    report_progress(false);
+    return !report_.run.error;
+  }
+
+  void commit_finding(const Target& target, const PairOutcome& o, reports::PairCounts& counts, int64_t global) {
+    ++counts.mismatches[o.kind];
+    if (options_.signatures_seen) options_.signatures_seen->insert(o.signature);
+    if (!known_.insert(o.signature).second) {
+      ++counts.known_findings;
+      return;
+    }
+    // claim() guarantees it: this case is the earliest that showed the signature.
+    if (!o.shrunk) throw std::logic_error("campaign: the first finding of " + o.signature + " was not shrunk");
+    const auto& [smallest, result] = *o.shrunk;
+    write_finding(target, *o.pair, smallest, result, o.signature, global);
+    ++counts.new_findings[result.kind];
+  }
 
   // The edge classes the case is in (the op's classify/tag labels), counted once per case
   // however many pairs run it.
-  void count_coverage(const Target& target, const Case& c) {
+  void count_coverage(const Target& target, const std::vector<std::string>& tags) {
     const OpInfo& op = *target.op;
     const std::string direction(direction_name(target.direction));
     reports::Coverage& coverage = reports::coverage_for(report_, op.name, direction);
@@ -192,79 +289,44 @@ class Campaign {
       coverage.required.erase(std::unique(coverage.required.begin(), coverage.required.end()), coverage.required.end());
     }
     ++coverage.cases;
-    if (!op.classes) return;
-    const std::vector<std::string> tags = op.classes(c).tags;
-    for (const std::string& tag : std::set<std::string>(tags.begin(), tags.end())) ++coverage.tags[tag];
+    for (const std::string& tag : tags) ++coverage.tags[tag];
   }
 
   reports::PairCounts& counts_for(const Target& target, const BackendPair& pair) {
     return reports::counts_for(report_, target.op->name, std::string(direction_name(target.direction)), pair.a, pair.b);
   }
 
-  // Whether the self pair (K:C vs K:C) runs on case `local`: every case when the user asked for it
+  // Whether the self pair (K:C vs K:C) runs on case `global`: every case when the user asked for it
   // or the contract depends on the order of arrival, else one case in nondeterminism_every.
-  bool runs_twice_on(const OpInfo& op, const BackendPair& pair, int64_t local) const {
+  bool runs_twice_on(const OpInfo& op, const BackendPair& pair, int64_t global) const {
     if (!options_.pairs.empty()) return true;
     const ContractInfo* contract = op.contract(split_backend_name(pair.a).second);
     if (contract && contract->order_of_arrival) return true;
-    return options_.nondeterminism_every > 0 && local % options_.nondeterminism_every == 0;
-  }
-
-  // Each backend runs a case once, however many pairs it is in (a self pair's second run aside).
-  const SideOutcome& side(std::map<std::string, SideOutcome>& sides, const std::string& backend, const Case& c) {
-    auto it = sides.find(backend);
-    if (it != sides.end()) return it->second;
-    return sides.emplace(backend, side_once(backend, c)).first->second;
-  }
-
-  SideOutcome side_once(const std::string& backend, const Case& c) {
-    try {
-      return corpus::run_side(registry_, backend, c);
-    } catch (const std::exception& e) {
-      warn_once(backend, e.what());
-    }
-    return SideOutcome{};
+    return options_.nondeterminism_every > 0 && global % options_.nondeterminism_every == 0;
   }
 
   void warn_once(const std::string& who, const std::string& what) {
+    const std::lock_guard<std::mutex> lock(output_mutex_);
     if (!warned_.insert(who).second || !options_.progress) return;
     *options_.progress << "warning: " << who << " failed (counted as skipped; later failures are not shown): " << what
                        << "\n";
   }
 
-  void handle_finding(const Target& target, const BackendPair& pair, const Case& c, const DiffResult& r,
-                      int64_t global) {
-    reports::PairCounts& counts = counts_for(target, pair);
-    ++counts.mismatches[r.kind];
-    const OpInfo& op = *target.op;
-    const std::string raw_signature = corpus::finding_signature(op, c, pair, r);
-    // Shrinking keeps the signature, so the one seen here is the one an entry records.
-    if (options_.signatures_seen) options_.signatures_seen->insert(raw_signature);
-    if (++raw_shrinks_[raw_signature] > kShrinksPerRawSignature) {
-      ++counts.known_findings;
-      return;
-    }
-    auto [smallest, result] = shrink(op, pair, c, r);
-    const std::string signature = corpus::finding_signature(op, smallest, pair, result);
-    if (!known_.insert(signature).second) {
-      ++counts.known_findings;
-      return;
-    }
-    write_finding(target, pair, smallest, result, signature, global);
-    ++counts.new_findings[result.kind];
-  }
-
   // Shrinks while the finding keeps its signature (kind, output and the op's shape and value
-  // classes: a NaN clamp's finding does not become a clamp = -1 one); returns the case and its result.
-  std::pair<Case, DiffResult> shrink(const OpInfo& op, const BackendPair& pair, const Case& c, const DiffResult& r) {
-    const std::string signature = corpus::finding_signature(op, c, pair, r);
+  // classes: a NaN clamp's finding does not become a clamp = -1 one), for at most max_shrink_calls
+  // runs and shrink_seconds; returns the case and its result.
+  std::pair<Case, DiffResult> shrink(const OpInfo& op, const BackendPair& pair, const Case& c, const DiffResult& r,
+                                     const std::string& signature) {
     const fuzz::StillFails still_fails = [&](const Case& candidate) {
-      const DiffResult d = corpus::diff_case(registry_, candidate, pair, compare_options());
+      const DiffResult d = runner_.diff(candidate, pair);
       return d.verdict == DiffVerdict::kFinding && corpus::finding_signature(op, candidate, pair, d) == signature;
     };
-    const fuzz::ShrinkOptions shrink_options{options_.max_shrink_calls, [this] { return interrupted(); }};
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.shrink_seconds));
+    const fuzz::ShrinkOptions shrink_options{options_.max_shrink_calls,
+                                             [this, deadline] { return interrupted() || Clock::now() >= deadline; }};
     Case smallest = fuzz::shrink_case(op, c, still_fails, shrink_options).smallest;
-    DiffResult result = corpus::diff_case(registry_, smallest, pair, compare_options());
+    DiffResult result = runner_.diff(smallest, pair);
     // A backend that does not reproduce its own result (nondeterminism) keeps the original case.
     if (result.verdict != DiffVerdict::kFinding || corpus::finding_signature(op, smallest, pair, result) != signature)
       return {c, r};
@@ -286,6 +348,7 @@ class Campaign {
       } catch (const std::exception& e) {
         // A full disk or a folder gone read-only: stop here, and keep the finding and the summary.
         report_.run.error = std::string("cannot write the corpus entry: ") + e.what();
+        const std::lock_guard<std::mutex> lock(output_mutex_);
         if (options_.progress) *options_.progress << "error: " << *report_.run.error << "\n";
       }
     }
@@ -300,6 +363,7 @@ class Campaign {
     report_.findings.push_back(std::move(record));
   }
 
+  // From commit (one case at a time) and after the run: the counts are those applied so far.
   void report_progress(bool final) {
     if (!options_.progress) return;
     const Clock::time_point now = Clock::now();
@@ -314,16 +378,21 @@ class Campaign {
                   : final && interrupted()   ? " (interrupted)"
                   : final                ? " (done)"
                                          : "");
+    const std::lock_guard<std::mutex> lock(output_mutex_);
     *options_.progress << line << std::flush;
   }
 
-  const Registry& registry_;
   const CampaignOptions& options_;
   std::vector<Target> targets_;
-  uint64_t shard_seed_;
-  std::set<std::string> known_;             // signatures in the corpus and found so far
-  std::map<std::string, int> raw_shrinks_;  // unshrunk signature -> times shrunk
-  std::set<std::string> warned_;
+  CaseRunner runner_;
+  std::set<std::string> corpus_signatures_;  // in the corpus before the run; read by every thread
+  std::mutex generate_mutex_;
+  std::mutex claims_mutex_;
+  std::map<std::string, int64_t> claims_;  // signature -> the earliest case that shrinks it
+  std::mutex output_mutex_;                // progress lines and warnings
+  std::set<std::string> warned_;           // under output_mutex_
+  // commit's alone, after the constructor:
+  std::set<std::string> known_;  // signatures in the corpus and found so far
   reports::Report report_;
   Clock::time_point start_, last_progress_;
   int64_t cases_ = 0;
@@ -345,14 +414,13 @@ Shard parse_shard(const std::string& text) {
   return shard;
 }
 
-uint64_t shard_seed(uint64_t seed, const Shard& shard) {
-  if (shard.count == 1) return seed;  // an unsharded run is shard 0/1 with the seed as given
-  return splitmix64_finalize(seed ^ splitmix64_finalize(kSplitmixGamma * static_cast<uint64_t>(shard.index + 1)));
+uint64_t case_seed(uint64_t seed, int64_t case_index) {
+  return splitmix64_finalize(seed + kSplitmixGamma * static_cast<uint64_t>(case_index + 1));
 }
 
-uint64_t case_seed(uint64_t shard_seed, int64_t local_index) {
-  return splitmix64_finalize(shard_seed + kSplitmixGamma * static_cast<uint64_t>(local_index + 1));
-}
+int64_t case_index(const Shard& shard, int64_t local_index) { return local_index * shard.count + shard.index; }
+
+bool backend_is_thread_safe(const std::string& kind) { return kind == corpus::kReferenceKind; }
 
 std::vector<BackendPair> default_pairs(const Registry& registry, const OpInfo& op) {
   std::vector<BackendPair> pairs = corpus::twin_pairs(registry, op.name, /*available_only=*/true);
@@ -379,6 +447,12 @@ void check_options(const CampaignOptions& options) {
   if (options.nondeterminism_every < 0)
     throw std::invalid_argument("nondeterminism_every: expected an integer >= 0, got " +
                                 std::to_string(options.nondeterminism_every));
+  if (!std::isfinite(options.shrink_seconds) || options.shrink_seconds < 0)
+    throw std::invalid_argument("shrink_seconds: expected a finite number of seconds >= 0, got " +
+                                std::to_string(options.shrink_seconds));
+  if (options.jobs < 1 || options.jobs > kMaxJobs)
+    throw std::invalid_argument("jobs: expected an integer from 1 to " + std::to_string(kMaxJobs) + ", got " +
+                                std::to_string(options.jobs));
   if (options.max_shrink_calls < 1)
     throw std::invalid_argument("max_shrink_calls: expected an integer >= 1, got " +
                                 std::to_string(options.max_shrink_calls));

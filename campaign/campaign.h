@@ -2,9 +2,21 @@
 // budget, with minimized new findings written to a corpus and a summary report (design.md,
 // "Campaigns"). `bitparity campaign` is a thin command line over it.
 //
-// Reproducibility: case j of a shard is generated from rc::Random(case_seed(shard_seed(seed,
-// shard), j)) at size j / targets % 101 for target j % targets, so (seed, shard, case index) in
-// an entry's provenance names the exact case.
+// Reproducibility: case j (its global index) is generated from rc::Random(case_seed(seed, j)) at
+// size j / targets % 101 for target j % targets, whatever the shard and however many jobs run, so
+// (seed, case index) in an entry's provenance names the exact case. Shard i of n runs the global
+// indices i, i + n, i + 2n, ...: the shards of a campaign run exactly the cases of the unsharded
+// run, and `bitparity merge` of their outputs equals it. (A shard count with a factor in common
+// with the number of targets gives each shard some of the targets; the shards together run all.)
+//
+// A signature is shrunk once, from the first case (lowest index) that shows it: shrinking keeps
+// the signature, so a later case's shrink could only find the entry already written.
+//
+// Parallelism (`jobs`): cases are generated, run, compared and shrunk on several threads, and
+// their results are applied to the report and the corpus in case order, so that a run's output is
+// the same for every number of jobs (a time budget changes only how many cases ran). Threads share
+// the registry under one rule (see backend_is_thread_safe): only the builtin CPU reference runs
+// concurrently; every other backend kind runs one call at a time.
 #pragma once
 
 #include <atomic>
@@ -24,11 +36,13 @@ namespace bitparity::campaign {
 
 // The generators' size parameter cycles through 0..kMaxGenSize.
 inline constexpr int kMaxGenSize = 100;
-// A raw (unshrunk) signature is shrunk at most this many times; later cases showing it count as
-// known. Shrinking costs up to max_shrink_calls runs of both sides, so a divergence that shows in
-// most cases must not turn the campaign into a shrinking loop.
-inline constexpr int kShrinksPerRawSignature = 3;
 inline constexpr double kProgressIntervalSeconds = 2.0;
+// A shrink stops after this many seconds (or max_shrink_calls runs) with the smallest case so far.
+inline constexpr double kDefaultShrinkSeconds = 60;
+inline constexpr int kMaxJobs = 1024;
+// Cases started but not yet applied, per job: a long shrink holds back the cases after it, and
+// this bounds the results waiting for it.
+inline constexpr int64_t kCasesInFlightPerJob = 1024;
 inline constexpr int64_t kDefaultNondeterminismEvery = 8;
 
 struct Shard {
@@ -39,10 +53,16 @@ struct Shard {
 inline constexpr int64_t kMaxShardCount = 999'999'999;
 // "i/n" with 0 <= i < n <= kMaxShardCount; ParseError naming --shard otherwise.
 Shard parse_shard(const std::string& text);
-// The seed of a shard: the campaign seed itself for 0/1, a mix of (seed, index) otherwise, so
-// shards draw different cases.
-uint64_t shard_seed(uint64_t seed, const Shard& shard);
-uint64_t case_seed(uint64_t shard_seed, int64_t local_index);
+// The seed of the case with global index `case_index`, in every shard.
+uint64_t case_seed(uint64_t seed, int64_t case_index);
+// The global case indices shard `shard` runs are case_index(shard, 0), case_index(shard, 1), ...
+int64_t case_index(const Shard& shard, int64_t local_index);
+
+// Whether implementations of `kind` may run on several threads at once: only bitparity's own CPU
+// reference ("ref"), whose implementations are pure functions of the case. GPU kernels (a CUDA
+// context and its buffers), exec workers and the torch peer (one process and pipe each) and
+// plug-ins (code we cannot vouch for) run one call at a time, each kind under its own lock.
+bool backend_is_thread_safe(const std::string& kind);
 
 struct CampaignOptions {
   double budget_seconds = 60;              // finite and >= 0
@@ -55,6 +75,8 @@ struct CampaignOptions {
   std::string same_contract_pin = "open";  // or "fixed", when the user asks
   bool strict_nan = false;
   int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;  // >= 1
+  double shrink_seconds = kDefaultShrinkSeconds;        // per shrink; finite and >= 0
+  int jobs = 1;                                          // threads, 1 .. kMaxJobs
   // The default pairs include each non-reference implementation against itself (K:C vs K:C: the
   // case runs twice, a difference is a `nondeterminism` finding). An order-of-arrival contract
   // runs twice on every case; any other on one case in this many (0: never). A self pair asked for
@@ -77,7 +99,8 @@ std::vector<corpus::BackendPair> pairs_for(const Registry& registry, const OpInf
                                            const std::vector<corpus::BackendPair>& requested);
 
 // std::invalid_argument naming the option when a number is out of range (a NaN or infinite
-// budget, a negative case bound, no shrink calls, a shard outside 0 <= i < n).
+// budget, a negative case bound, no shrink calls, a negative or NaN shrink time, jobs outside
+// 1 .. kMaxJobs, a shard outside 0 <= i < n).
 void check_options(const CampaignOptions& options);
 
 // Checks the options and the corpus folder (it must be a folder, or creatable, that takes new

@@ -10,10 +10,13 @@
 #include <memory>
 #include <set>
 #include <stdexcept>
+#include <thread>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
 #include "campaign/campaign.h"
+#include "campaign/ordered_work.h"
 #include "core/error.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
@@ -39,6 +42,31 @@ std::set<std::string> file_names(const fs::path& dir) {
   std::set<std::string> names;
   for (const fs::path& p : corpus::find_json_files(dir)) names.insert(fs::relative(p, dir).string());
   return names;
+}
+
+using RowKey = std::tuple<std::string, std::string, std::string, std::string>;
+std::map<RowKey, reports::PairCounts> rows_of(const reports::Report& report) {
+  std::map<RowKey, reports::PairCounts> rows;
+  for (const reports::PairCounts& c : report.counts) rows[{c.op, c.direction, c.a, c.b}] = c;
+  return rows;
+}
+
+std::set<std::string> signatures_of(const reports::Report& report) {
+  std::set<std::string> signatures;
+  for (const reports::FindingRecord& f : report.findings) signatures.insert(f.signature);
+  return signatures;
+}
+
+// Every corpus file by name, with the one field that differs between two runs of one case (the
+// date of writing) removed.
+std::map<std::string, std::string> corpus_files(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const fs::path& p : corpus::find_json_files(dir)) {
+    nlohmann::json doc = nlohmann::json::parse(std::ifstream(p));
+    doc["provenance"].erase("date");
+    files[fs::relative(p, dir).string()] = doc.dump();
+  }
+  return files;
 }
 
 int64_t total_cases(const reports::Report& report) {
@@ -72,21 +100,24 @@ TEST(Shard, ParsesAndRejects) {
     EXPECT_THROW(parse_shard(bad), ParseError) << bad;
 }
 
-TEST(Shard, SeedsAreDerivedFromSeedAndIndex) {
-  EXPECT_EQ(shard_seed(7, {0, 1}), 7u);  // an unsharded run uses the seed as given
-  std::set<uint64_t> seeds;
-  for (int64_t i = 0; i < 8; ++i) seeds.insert(shard_seed(7, {i, 8}));
-  EXPECT_EQ(seeds.size(), 8u);
-  EXPECT_EQ(shard_seed(7, {3, 8}), shard_seed(7, {3, 8}));
-  EXPECT_NE(shard_seed(7, {3, 8}), shard_seed(8, {3, 8}));
+// A shard runs global case indices; every index once over the shards.
+TEST(Shard, RunsEveryNthGlobalCaseIndex) {
+  EXPECT_EQ(case_index({0, 1}, 5), 5);
+  EXPECT_EQ(case_index({2, 3}, 0), 2);
+  EXPECT_EQ(case_index({2, 3}, 4), 14);
+  std::set<int64_t> seen;
+  for (int64_t shard = 0; shard < 3; ++shard)
+    for (int64_t local = 0; local < 10; ++local) EXPECT_TRUE(seen.insert(case_index({shard, 3}, local)).second);
+  EXPECT_EQ(*seen.rbegin(), 29);
   EXPECT_NE(case_seed(1, 0), case_seed(1, 1));
+  EXPECT_NE(case_seed(1, 0), case_seed(2, 0));
 }
 
-// Case seeds name the provenance of every corpus entry: these values must never change.
+// Case seeds name the provenance of every corpus entry: these values must never change (the
+// second is the seed that case 41 of shard 3/8 had when shards were seeded apart).
 TEST(Shard, SeedsAreTheRecordedOnes) {
-  EXPECT_EQ(shard_seed(7, {3, 8}), 0x88d1e30f51a6f8b7ull);
   EXPECT_EQ(case_seed(7, 0), 0x63cbe1e459320dd7ull);
-  EXPECT_EQ(case_seed(shard_seed(7, {3, 8}), 41), 0x936d88ea7203d9a3ull);
+  EXPECT_EQ(case_seed(0x88d1e30f51a6f8b7ull, 41), 0x936d88ea7203d9a3ull);
 }
 
 TEST(Options, OutOfRangeNumbersAreRejectedBeforeAnyWork) {
@@ -103,6 +134,16 @@ TEST(Options, OutOfRangeNumbersAreRejectedBeforeAnyWork) {
   o = {};
   o.max_shrink_calls = 0;
   EXPECT_THROW(check_options(o), std::invalid_argument);
+  for (const double seconds : {nan, inf, -1.0}) {
+    o = {};
+    o.shrink_seconds = seconds;
+    EXPECT_THROW(check_options(o), std::invalid_argument) << seconds;
+  }
+  for (const int jobs : {0, -1, kMaxJobs + 1}) {
+    o = {};
+    o.jobs = jobs;
+    EXPECT_THROW(check_options(o), std::invalid_argument) << jobs;
+  }
   o = {};
   o.shard = {2, 2};
   EXPECT_THROW(check_options(o), std::invalid_argument);
@@ -275,7 +316,14 @@ TEST_F(CampaignTest, ShardsSplitTheCaseIndices) {
   const reports::Report shard1 = run_campaign(registry, o);
   EXPECT_EQ(total_cases(shard0), kCases / 2);
   EXPECT_EQ(total_cases(shard1), kCases / 2);
-  EXPECT_EQ(total_cases(reports::merge_reports({shard0, shard1})), kCases);
+  const reports::Report merged = reports::merge_reports({shard0, shard1});
+  EXPECT_EQ(total_cases(merged), kCases);
+  // The shards ran the unsharded run's cases: the same counts, row by row (new and known findings
+  // included: a signature both shards found is one new finding and the rest known, as unsharded).
+  const reports::Report whole = run_campaign(registry, options());
+  EXPECT_EQ(rows_of(merged), rows_of(whole));
+  EXPECT_EQ(signatures_of(merged), signatures_of(whole));
+  EXPECT_FALSE(whole.findings.empty());
 }
 
 TEST_F(CampaignTest, ErrorsAndUnmodelledInputsAreCountedNotWritten) {
@@ -392,6 +440,150 @@ TEST_F(CampaignTest, AFailedCorpusWriteStopsTheRunAndKeepsTheSummary) {
   EXPECT_LT(total_cases(report), kCases);
   EXPECT_GT(total_cases(report), 0);
   fs::remove_all(dir);
+}
+
+
+// The parallel loop: results reach commit in index order whatever thread computed them, and a
+// stop leaves the committed indices a prefix.
+TEST(OrderedWork, CommitsInIndexOrderOnEveryNumberOfJobs) {
+  for (const int jobs : {1, 2, 4, 8}) {
+    std::vector<int64_t> committed;
+    OrderedWork<int64_t> w;
+    w.may_start = [](int64_t i) { return i < 200; };
+    w.work = [](int64_t i) {
+      if (i % 7 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));  // finish out of order
+      return i * i;
+    };
+    w.commit = [&](int64_t i, int64_t& square) {
+      EXPECT_EQ(square, i * i);
+      committed.push_back(i);
+      return true;
+    };
+    run_ordered(jobs, /*window=*/8, w);
+    ASSERT_EQ(committed.size(), 200u) << jobs << " jobs";
+    for (size_t i = 0; i < committed.size(); ++i) EXPECT_EQ(committed[i], static_cast<int64_t>(i)) << jobs << " jobs";
+  }
+}
+
+TEST(OrderedWork, ACommitThatSaysStopEndsTheRunAndAnExceptionIsRethrown) {
+  std::vector<int64_t> committed;
+  OrderedWork<int64_t> w;
+  w.may_start = [](int64_t) { return true; };  // only commit ends it
+  w.work = [](int64_t i) { return i; };
+  w.commit = [&](int64_t i, int64_t&) {
+    committed.push_back(i);
+    return i < 9;
+  };
+  run_ordered(4, 16, w);
+  EXPECT_EQ(committed, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+
+  w.work = [](int64_t i) -> int64_t {
+    if (i == 5) throw std::runtime_error("case 5 failed");
+    return i;
+  };
+  w.commit = [](int64_t, int64_t&) { return true; };
+  EXPECT_THROW(run_ordered(4, 16, w), std::runtime_error);
+  EXPECT_THROW(run_ordered(1, 16, w), std::runtime_error);
+}
+
+// Everything but the times: the report of a run.
+reports::Report without_times(reports::Report r) {
+  r.run.elapsed_seconds = 0;
+  r.run.date.clear();
+  for (reports::FindingRecord& f : r.findings) f.file = fs::path(f.file).filename().string();
+  return r;
+}
+
+// The toy's references with a delay that varies from case to case (with its element count): on
+// several threads the cases finish out of order, as real cases of mixed sizes do.
+Registry with_jitter(Registry r) {
+  constexpr int64_t kMicrosecondsPerElement = 3, kPeriod = 97;
+  for (const char* contract : {"exact", "sloppy", "strict", "flat"}) {
+    const Impl impl = *r.impl("toy", std::string("ref:") + contract);
+    r.add_impl("toy", "ref", contract, [impl](const Case& c, const ContractInfo& info) {
+      std::this_thread::sleep_for(std::chrono::microseconds(c.input("x")->numel() % kPeriod * kMicrosecondsPerElement));
+      return impl(c, info);
+    });
+  }
+  return r;
+}
+
+// --jobs changes how fast, not what: the report and the corpus bytes are those of one job, with
+// thread-safe (ref) and serialized (fake_gpu) backends, findings of several kinds and shrinking.
+TEST_F(CampaignTest, EveryNumberOfJobsGivesTheReportAndCorpusOfOne) {
+  const Registry jittery = with_jitter(registry);
+  CampaignOptions o = options();
+  o.pairs = {{"ref:exact", "ref:sloppy"}, {"fake_gpu:exact", "ref:exact"}, {"ref:exact", "ref:strict"},
+             {"ref:exact", "ref:flat"}};
+  std::optional<reports::Report> first;
+  std::map<std::string, std::string> first_files;
+  for (const int jobs : {1, 4, 3}) {
+    const fs::path dir = fresh_dir("jobs" + std::to_string(jobs));
+    o.corpus_dir = dir;
+    o.jobs = jobs;
+    const reports::Report report = without_times(run_campaign(jittery, o));
+    EXPECT_EQ(total_cases(report), 4 * kCases);
+    if (!first) {
+      first = report;
+      first_files = corpus_files(dir);
+      EXPECT_GE(first_files.size(), 4u);
+      std::set<std::string> kinds;
+      for (const reports::FindingRecord& f : report.findings) kinds.insert(f.kind);
+      EXPECT_GE(kinds.size(), 3u) << "bit, error and shape mismatches";
+    } else {
+      EXPECT_EQ(report.counts, first->counts) << jobs << " jobs";
+      EXPECT_EQ(report.coverage, first->coverage) << jobs << " jobs";
+      EXPECT_EQ(report.findings, first->findings) << jobs << " jobs";
+      EXPECT_EQ(report.run, first->run) << jobs << " jobs";
+      EXPECT_EQ(corpus_files(dir), first_files) << jobs << " jobs";
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// Only the reference runs on several threads at once; another kind (a GPU, a worker process, a
+// plug-in) gets one call at a time.
+TEST_F(CampaignTest, BackendsOtherThanTheReferenceRunOneCallAtATime) {
+  Registry r = testing::make_fake_registry();
+  auto in_flight = std::make_shared<std::atomic<int>>(0);
+  auto most = std::make_shared<std::atomic<int>>(0);
+  r.add_backend({"serial", "test-only: toy:exact, counting the calls that overlap", nullptr});
+  const Impl exact = *r.impl("toy", "ref:exact");
+  r.add_impl("toy", "serial", "exact", [=](const Case& c, const ContractInfo& contract) {
+    const int now = ++*in_flight;
+    for (int seen = most->load(); now > seen && !most->compare_exchange_weak(seen, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    TensorMap out = exact(c, contract);
+    --*in_flight;
+    return out;
+  });
+  CampaignOptions o = options();
+  o.pairs = {{"serial:exact", "ref:sloppy"}};
+  o.jobs = 4;
+  const reports::Report report = run_campaign(r, o);
+  EXPECT_EQ(total_cases(report), kCases);
+  EXPECT_FALSE(report.findings.empty());  // shrinking called it too
+  EXPECT_EQ(most->load(), 1);
+  EXPECT_FALSE(backend_is_thread_safe("cuda"));
+  EXPECT_FALSE(backend_is_thread_safe("torch"));
+  EXPECT_TRUE(backend_is_thread_safe("ref"));
+}
+
+// A shrink is bounded in time as well as in calls: with no time at all the finding is kept as found.
+TEST_F(CampaignTest, ShrinkSecondsBoundsTheShrink) {
+  auto widest = [&](double shrink_seconds) {
+    CampaignOptions o = options(fresh_dir("shrink_seconds"));
+    o.shrink_seconds = shrink_seconds;
+    const reports::Report report = run_campaign(registry, o);
+    int64_t cols = 0;
+    for (const reports::FindingRecord& f : report.findings)
+      cols = std::max(cols, corpus::load_entry(f.file, registry).c.input("x")->dim(1));
+    fs::remove_all(o.corpus_dir);
+    return cols;
+  };
+  EXPECT_EQ(widest(kDefaultShrinkSeconds), 1);  // shrunk to the 3.0's column
+  EXPECT_GT(widest(0), 1);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -20,9 +21,11 @@
 #include "cli/numbers.h"
 #include "cli/util.h"
 #include "core/error.h"
+#include "core/json_strict.h"
 #include "core/safe_file.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
+#include "reports/report.h"
 
 namespace bitparity::cli {
 namespace {
@@ -60,10 +63,17 @@ class StopOnSignals {
   void (*previous_term_)(int) = SIG_DFL;
 };
 
+// Every core, as the default of --jobs (hardware_concurrency may not know: then one).
+int all_cores() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, unsigned{campaign::kMaxJobs}));
+}
+
 // Numbers stay text until options_from parses them strictly (cli/numbers.h).
 struct CampaignFlags {
   std::string budget_seconds = "60", seed = "0", max_cases,
               max_shrink_calls = std::to_string(fuzz::kDefaultMaxShrinkCalls),
+              shrink_seconds = std::to_string(static_cast<int>(campaign::kDefaultShrinkSeconds)),
+              jobs = std::to_string(all_cores()),
               nondeterminism_every = std::to_string(campaign::kDefaultNondeterminismEvery);
   std::vector<std::string> pairs;
   std::vector<std::string> ops;
@@ -78,6 +88,8 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
   if (!flags.max_cases.empty()) o.max_cases = parse_integer(flags.max_cases, "--max-cases");
   o.max_shrink_calls = static_cast<int>(
       parse_integer(flags.max_shrink_calls, "--max-shrink-calls", 1, std::numeric_limits<int>::max()));
+  o.shrink_seconds = parse_number(flags.shrink_seconds, "--shrink-seconds", 0, kMaxBudgetSeconds);
+  o.jobs = static_cast<int>(parse_integer(flags.jobs, "--jobs", 1, campaign::kMaxJobs));
   o.nondeterminism_every = parse_integer(flags.nondeterminism_every, "--nondeterminism-every", 0,
                                          std::numeric_limits<int64_t>::max());
   for (const std::string& p : flags.pairs) o.pairs.push_back(corpus::parse_pair(p, "--pair"));
@@ -164,15 +176,44 @@ bool compare_with_baseline(const std::set<std::string>& baseline, const std::set
   return !appeared.empty() || !vanished.empty();
 }
 
+// The signatures of a bitparity-report/1 file: those of its findings, the new ones of its run
+// (every signature it saw when it started from an empty corpus, or after `bitparity merge`).
+std::set<std::string> report_signatures(const std::string& file) {
+  nlohmann::json doc;
+  try {
+    doc = parse_json_text(read_document(file), "the file");
+  } catch (const ParseError& e) {
+    throw ParseError("--baseline", file + ": " + e.what());
+  }
+  if (!doc.is_object() || !doc.contains("format") || !doc["format"].is_string() ||
+      doc["format"].get<std::string>() != reports::kReportFormat)
+    throw ParseError("--baseline", file + ": not a corpus folder or a " + std::string(reports::kReportFormat) + " file");
+  reports::Report report;
+  try {
+    report = reports::report_from_json(doc);
+  } catch (const ParseError& e) {
+    throw ParseError("--baseline", file + ": " + e.what());
+  }
+  std::set<std::string> signatures;
+  for (const reports::FindingRecord& f : report.findings) signatures.insert(f.signature);
+  return signatures;
+}
+
+// --baseline: a corpus folder's entries, or a report's findings.
+std::set<std::string> baseline_signatures(const std::string& path) {
+  if (std::filesystem::is_directory(path)) return corpus::load_signatures(path);
+  if (!std::filesystem::is_regular_file(path))
+    throw ParseError("--baseline", "not a corpus folder or a report file: " + path);
+  return report_signatures(path);
+}
+
 int campaign(const Registry& registry, const CampaignFlags& flags) {
   CampaignOptions options = options_from(registry, flags);
   check_outputs(flags);
   std::optional<std::set<std::string>> baseline;
   std::set<std::string> seen;
   if (!flags.baseline_dir.empty()) {
-    if (!std::filesystem::is_directory(flags.baseline_dir))
-      throw ParseError("--baseline", "not a corpus folder: " + flags.baseline_dir);
-    baseline = corpus::load_signatures(flags.baseline_dir);
+    baseline = baseline_signatures(flags.baseline_dir);
     options.signatures_seen = &seen;
   }
   StopOnSignals stop_on_signals;
@@ -216,16 +257,30 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                   "already there are not written again");
   app->add_option("--report", f->report_file, "write the bitparity-report/1 JSON summary here");
   app->add_option("--baseline", f->baseline_dir,
-                  "corpus folder of the signatures this run should see: exit 1 when one appears that it lacks, or one "
-                  "of a pair this run covered vanishes (contract-vs-contract campaigns: a changed set is a change in "
-                  "behaviour)")
-      ->type_name("DIR");
+                  "the signatures this run should see, from a corpus folder (its entries) or a bitparity-report/1 "
+                  "file (its findings: a run from an empty corpus, or a merge): exit 1 when one appears that it "
+                  "lacks, or one of a pair this run covered vanishes (contract-vs-contract campaigns: a changed set "
+                  "is a change in behaviour)")
+      ->type_name("DIR|REPORT");
   app->add_option("--junit", f->junit_file, "write JUnit XML here (one testcase per op x pair)");
-  app->add_option("--shard", f->shard, "run shard i of n (i/n): its own seed, every n-th case")
+  app->add_option("--shard", f->shard,
+                  "run shard i of n (i/n): the case indices i, i+n, i+2n, ... of the unsharded run with the same "
+                  "seed, so that `bitparity merge` of all n shards equals that run")
       ->type_name("I/N")->capture_default_str();
   app->add_option("--max-cases", f->max_cases, "stop after this many case indices (over all shards), >= 0")
       ->type_name("N");
   app->add_option("--max-shrink-calls", f->max_shrink_calls, "predicate calls per shrink, >= 1")
+      ->type_name("N")
+      ->capture_default_str();
+  app->add_option("--shrink-seconds", f->shrink_seconds,
+                  "wall-clock bound of one shrink, finite, >= 0: the smallest case so far is kept (a shrink cut by "
+                  "time may differ between runs)")
+      ->type_name("SECONDS")
+      ->capture_default_str();
+  app->add_option("--jobs", f->jobs,
+                  "threads that generate, run, compare and shrink cases, 1 .. " + std::to_string(campaign::kMaxJobs) +
+                      " (default: every core). The report and the corpus are those of --jobs 1; only bitparity's "
+                      "CPU reference runs on several threads at once, every other backend kind one case at a time")
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--nondeterminism-every", f->nondeterminism_every,
@@ -243,7 +298,8 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       "Examples:\n"
       "  bitparity campaign --budget-seconds 600 --seed 1 --corpus corpus --report report.json --junit junit.xml\n"
       "  bitparity campaign --pair ref:C1,ref:C2 --ops OP --max-cases 10000   (names: bitparity list)\n"
-      "  bitparity campaign --shard 3/8 --seed 7 --corpus shard3/corpus --report shard3/report.json");
+      "  bitparity campaign --shard 3/8 --seed 7 --corpus shard3/corpus --report shard3/report.json\n"
+      "  bitparity campaign --pair ref:C1,ref:C2 --max-cases 10000 --jobs 8 --baseline last/report.json");
   return {app, [&registry, f] { return campaign(registry, *f); }};
 }
 

@@ -626,5 +626,143 @@ TEST_F(CliTest, ReportExitsTwoOnBrokenSourcesNamingThem) {
   EXPECT_FALSE(fs::exists(path("d.html")));
 }
 
+// Issue 15: what two campaigns are compared on. A report without what differs between runs of the
+// same cases (run info: shards, dates, times; the folder of each entry), its rows in name order.
+reports::Report comparable(reports::Report r) {
+  r.run = {};
+  for (reports::FindingRecord& f : r.findings) f.file = fs::path(f.file).filename().string();
+  auto row = [](const reports::PairCounts& c) { return std::tie(c.op, c.direction, c.a, c.b); };
+  std::sort(r.counts.begin(), r.counts.end(), [&](const auto& x, const auto& y) { return row(x) < row(y); });
+  auto cov = [](const reports::Coverage& c) { return std::tie(c.op, c.direction); };
+  std::sort(r.coverage.begin(), r.coverage.end(), [&](const auto& x, const auto& y) { return cov(x) < cov(y); });
+  return r;
+}
+
+reports::Report read_report(const std::string& file) {
+  return reports::report_from_json(nlohmann::json::parse(std::ifstream(file)));
+}
+
+// Every corpus entry by name, without the provenance fields that name the shard and the date.
+std::map<std::string, std::string> entry_files(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const fs::path& p : corpus::find_json_files(dir)) {
+    nlohmann::json doc = nlohmann::json::parse(std::ifstream(p));
+    if (!doc.contains("provenance")) continue;  // a report beside the corpus
+    doc["provenance"].erase("date");
+    doc["provenance"].erase("shard");
+    files[fs::relative(p, dir).string()] = doc.dump();
+  }
+  return files;
+}
+
+// Issue 15 #1: shard i of 3 runs the unsharded run's case indices i, i+3, ...; merging the three
+// gives that run back: its counts, its findings (signatures, order, the representative of each)
+// and its corpus entries, whatever the order of the shard folders.
+TEST_F(CliTest, MergedShardsEqualTheUnshardedRun) {
+  auto campaign = [&](const std::string& folder, const std::string& shard) {
+    return run({"campaign", "-q", "--seed", "5", "--max-cases", "300", "--pair", "ref:exact,ref:sloppy", "--pair",
+                "ref:exact,ref:strict", "--pair", "ref:sloppy,ref:flat", "--shard", shard, "--corpus",
+                path(folder + "/corpus"), "--report", path(folder + "/report.json")})
+        .code;
+  };
+  ASSERT_EQ(campaign("whole", "0/1"), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(campaign("s" + std::to_string(i), std::to_string(i) + "/3"), 0);
+  const reports::Report whole = comparable(read_report(path("whole/report.json")));
+  ASSERT_GE(whole.findings.size(), 4u);
+  for (const std::vector<std::string>& order : {std::vector<std::string>{"s0", "s1", "s2"}, {"s2", "s1", "s0"}}) {
+    const std::string out = "merged_" + order[0];
+    std::vector<std::string> args = {"merge", "--out", path(out), "--report", path(out + ".json")};
+    for (const std::string& dir : order) args.push_back(path(dir));
+    const Result r = run(args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    const reports::Report merged = comparable(read_report(path(out + ".json")));
+    EXPECT_EQ(merged.counts, whole.counts) << out;
+    EXPECT_EQ(merged.coverage, whole.coverage) << out;
+    EXPECT_EQ(merged.findings, whole.findings) << out;
+    EXPECT_EQ(entry_files(path(out)), entry_files(path("whole/corpus"))) << out;
+  }
+  // Not equal by luck: some signature was found by two shards in different cases, so the choice of
+  // its representative mattered.
+  std::map<std::string, std::set<std::string>> files_by_signature;
+  for (const char* shard : {"s0", "s1", "s2"})
+    for (const corpus::StoredEntry& e : corpus::read_stored_entries(path(shard)))
+      files_by_signature[e.signature].insert(e.path.filename().string());
+  EXPECT_TRUE(std::any_of(files_by_signature.begin(), files_by_signature.end(),
+                          [](const auto& item) { return item.second.size() > 1; }));
+}
+
+// Issue 15 #2: --jobs spreads the cases over threads and changes nothing in the output; its
+// number is checked like every other.
+TEST_F(CliTest, CampaignJobsGiveTheOutputOfOneJob) {
+  auto campaign = [&](const std::string& jobs, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"campaign", "--seed", "3", "--max-cases", "300", "--pair", "ref:exact,ref:sloppy",
+                                     "--pair", "ref:exact,ref:flat", "--jobs", jobs, "--corpus",
+                                     path("j" + jobs + "/corpus"), "--report", path("j" + jobs + "/report.json")};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  ASSERT_EQ(campaign("1", {"-q"}).code, 0);
+  const Result four = campaign("4");
+  ASSERT_EQ(four.code, 0) << four.err;
+  // The progress line counts the cases applied to the report: all of them at the end.
+  EXPECT_NE(four.err.find("campaign 0/1: "), std::string::npos) << four.err;
+  EXPECT_NE(four.err.find(" 300 cases ("), std::string::npos) << four.err;
+  EXPECT_NE(four.err.find("(done)\n"), std::string::npos) << four.err;
+  const reports::Report one = comparable(read_report(path("j1/report.json")));
+  EXPECT_EQ(comparable(read_report(path("j4/report.json"))), one);
+  EXPECT_FALSE(one.findings.empty());
+  EXPECT_EQ(entry_files(path("j4/corpus")), entry_files(path("j1/corpus")));
+
+  for (const char* bad : {"0", "-2", "1025", "many", ""}) {
+    const Result r = run({"campaign", "-q", "--max-cases", "0", "--jobs", bad});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("--jobs"), std::string::npos) << bad << ": " << r.err;
+  }
+  for (const char* bad : {"-1", "nan", "inf"}) {
+    const Result r = run({"campaign", "-q", "--max-cases", "0", "--shrink-seconds", bad});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("--shrink-seconds"), std::string::npos) << bad << ": " << r.err;
+  }
+  EXPECT_EQ(run({"campaign", "-q", "--max-cases", "0", "--jobs", "2", "--shrink-seconds", "0.5"}).code, 0);
+  const Result help = run({"campaign", "--help"});
+  for (const char* flag : {"--jobs", "--shrink-seconds", "DIR|REPORT"})
+    EXPECT_NE(help.out.find(flag), std::string::npos) << flag;
+}
+
+// Issue 15 #4: --baseline takes a report as well as a corpus folder: its findings' signatures.
+TEST_F(CliTest, CampaignBaselineTakesAReportFile) {
+  auto campaign = [&](const std::string& max_cases, std::vector<std::string> extra) {
+    std::vector<std::string> args = {"campaign", "--pair", "ref:exact,ref:sloppy", "--seed", "5", "--max-cases",
+                                     max_cases, "-q"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return run(args);
+  };
+  ASSERT_EQ(campaign("200", {"--report", path("base.json")}).code, 0);
+  ASSERT_FALSE(read_report(path("base.json")).findings.empty());
+  Result r = campaign("200", {"--baseline", path("base.json")});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" 0 appeared, 0 vanished"), std::string::npos) << r.out;
+  r = campaign("3", {"--baseline", path("base.json")});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("baseline: vanished toy|fwd|ref:exact|ref:sloppy|"), std::string::npos) << r.out;
+  // A merged report is a baseline too.
+  ASSERT_EQ(campaign("200", {"--shard", "0/2", "--report", path("h0/report.json")}).code, 0);
+  ASSERT_EQ(campaign("200", {"--shard", "1/2", "--report", path("h1/report.json")}).code, 0);
+  ASSERT_EQ(run({"merge", "--out", path("hm"), "--report", path("hm.json"), path("h0"), path("h1")}).code, 0);
+  r = campaign("200", {"--baseline", path("hm.json")});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(" 0 appeared, 0 vanished"), std::string::npos) << r.out;
+
+  const std::string a_case = write_case("case.json", testing::toy_case(1, 1, {1.0f}));
+  r = campaign("3", {"--baseline", a_case});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a corpus folder or a bitparity-report/1 file"), std::string::npos) << r.err;
+  std::ofstream(path("cut.json")) << R"({"format": "bitparity-report/1", "run": )";
+  r = campaign("3", {"--baseline", path("cut.json")});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(path("cut.json")), std::string::npos) << r.err;
+  EXPECT_EQ(campaign("3", {"--baseline", path("nothing_here")}).code, 2);
+}
+
 }  // namespace
 }  // namespace bitparity::cli

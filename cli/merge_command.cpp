@@ -5,13 +5,20 @@
 // under a path built from the registry's names and the content hash alone; every report must be a
 // shard of the same campaign (same seed and shard count, no shard twice) whose counts add up
 // without overflow. Everything is checked before anything is written.
+//
+// Shard i of n runs the case indices i, i + n, ... of the unsharded campaign, so the merge equals
+// that run: of the shards' entries for one signature the representative is the one first seen at
+// the lowest case index (provenance.case_index), the entry the unsharded run writes, and the merged
+// report lists the findings in that order with that shard's record.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/util.h"
@@ -37,7 +44,24 @@ struct ValidEntry {
   std::string signature;
   fs::path destination;
   std::string text;
+  // Its provenance: where the campaign found it; an entry without one ranks last.
+  int64_t case_index = std::numeric_limits<int64_t>::max();
+  std::string shard;
 };
+
+// Which of two entries of one signature represents it: the lower case index, then (the same case
+// in two folders) the lower destination, so the choice never depends on the order of the folders.
+bool represents_better(const ValidEntry& a, const ValidEntry& b) {
+  return std::tie(a.case_index, a.destination, a.text) < std::tie(b.case_index, b.destination, b.text);
+}
+
+void read_provenance(const nlohmann::json& doc, ValidEntry& entry) {
+  const auto p = doc.find("provenance");
+  if (p == doc.end() || !p->is_object()) return;
+  if (const auto i = p->find("case_index"); i != p->end() && i->is_number_integer() && i->get<int64_t>() >= 0)
+    entry.case_index = i->get<int64_t>();
+  if (const auto s = p->find("shard"); s != p->end() && s->is_string()) entry.shard = s->get<std::string>();
+}
 
 // A name that is safe as one path component: letters, digits, '_', '-' and '.', not "." or "..".
 bool is_plain_name(const std::string& name) {
@@ -91,7 +115,12 @@ ValidEntry validate_entry(const corpus::StoredEntry& stored, const Registry& reg
   if (!is_inside(out, destination))
     throw std::runtime_error(stored.path.string() + ": would be written to " + destination.string() +
                              ", outside " + out.string());
-  return {entry.signature, destination, stored.document.dump(2) + "\n"};
+  ValidEntry valid;
+  valid.signature = entry.signature;
+  valid.destination = destination;
+  valid.text = stored.document.dump(2) + "\n";
+  read_provenance(stored.document, valid);
+  return valid;
 }
 
 // Every bitparity-report/1 document under `dir`; ParseError naming the file when one is broken.
@@ -176,6 +205,32 @@ void check_counts_fit(const std::vector<reports::Report>& reports) {
   }
 }
 
+// The merged report's findings as the unsharded run lists them: each signature's record from the
+// shard of its representative entry, in the order of their case indices (within one case, that
+// shard's order, which is the pairs' order). Findings without an entry keep merge_reports' order,
+// after those.
+void order_like_unsharded(reports::Report& merged, const std::vector<reports::Report>& shards,
+                          const std::map<std::string, ValidEntry>& representatives) {
+  using Key = std::tuple<int64_t, size_t>;  // (case index, position in its shard's report)
+  std::vector<std::pair<Key, reports::FindingRecord>> ordered;
+  for (size_t at = 0; at < merged.findings.size(); ++at) {
+    const reports::FindingRecord& f = merged.findings[at];
+    Key key{std::numeric_limits<int64_t>::max(), at};
+    reports::FindingRecord record = f;
+    if (const auto rep = representatives.find(f.signature); rep != representatives.end())
+      for (const reports::Report& shard : shards) {
+        if (std::find(shard.run.shards.begin(), shard.run.shards.end(), rep->second.shard) == shard.run.shards.end())
+          continue;
+        for (size_t i = 0; i < shard.findings.size(); ++i)
+          if (shard.findings[i].signature == f.signature) key = {rep->second.case_index, i}, record = shard.findings[i];
+      }
+    ordered.emplace_back(key, std::move(record));
+  }
+  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  merged.findings.clear();
+  for (auto& [key, record] : ordered) merged.findings.push_back(std::move(record));
+}
+
 int merge(const MergeFlags& flags, const Registry& registry) {
   for (const std::string& dir : flags.shard_dirs)
     if (!fs::is_directory(dir)) throw std::runtime_error("shard folder " + dir + " does not exist");
@@ -185,18 +240,20 @@ int merge(const MergeFlags& flags, const Registry& registry) {
   if (!flags.report_file.empty()) check_output_file(flags.report_file);
   if (!flags.junit_file.empty()) check_output_file(flags.junit_file);
 
-  std::set<std::string> known = corpus::load_signatures(out);
-  std::vector<ValidEntry> to_write;
-  int duplicates = 0;
+  const std::set<std::string> known = corpus::load_signatures(out);
+  std::map<std::string, ValidEntry> representatives;  // signature -> its entry (represents_better)
+  int entries = 0;
   for (const std::string& dir : flags.shard_dirs)
     for (const corpus::StoredEntry& stored : corpus::read_stored_entries(dir)) {
       ValidEntry entry = validate_entry(stored, registry, out);
-      if (!known.insert(entry.signature).second) {
-        ++duplicates;
-        continue;
-      }
-      to_write.push_back(std::move(entry));
+      ++entries;
+      auto [it, first] = representatives.try_emplace(entry.signature, entry);
+      if (!first && represents_better(entry, it->second)) it->second = std::move(entry);
     }
+  std::vector<ValidEntry> to_write;
+  for (const auto& [signature, entry] : representatives)
+    if (!known.count(signature)) to_write.push_back(entry);
+  const int duplicates = entries - static_cast<int>(to_write.size());
   std::vector<reports::Report> shards;
   for (const std::string& dir : flags.shard_dirs) {
     std::vector<reports::Report> found = read_reports(dir);
@@ -212,12 +269,13 @@ int merge(const MergeFlags& flags, const Registry& registry) {
     written[entry.signature] = entry.destination.string();
   }
   reports::Report merged = reports::merge_reports(shards);
+  order_like_unsharded(merged, shards, representatives);
   for (reports::FindingRecord& f : merged.findings)
     if (auto it = written.find(f.signature); it != written.end()) f.file = it->second;
   std::cout << reports::text_table(merged);
   std::cout << "merged " << shards.size() << " report(s); wrote " << written.size() << " entr"
             << (written.size() == 1 ? "y" : "ies") << " to " << flags.out << " (" << duplicates
-            << " with a signature already there)\n";
+            << " with a signature already there or kept from another shard)\n";
   if (!flags.report_file.empty()) write_output(flags.report_file, reports::report_to_json(merged).dump(2) + "\n");
   if (!flags.junit_file.empty()) write_output(flags.junit_file, reports::junit_xml(merged));
   return kExitOk;

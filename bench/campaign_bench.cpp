@@ -1,0 +1,159 @@
+// Throughput of the campaign's differential path (campaign/case_runner.h) on one thread: a case
+// through every pair of its op's reference contracts, each backend once, then the comparison;
+// what one `--jobs` thread of a contract-vs-contract campaign spends per case, shrinking aside.
+//
+//   Small/OP/DIR   cases of at most kSmallElements input elements, drawn by the op's generator as
+//                  a campaign draws them: `cases` is differential cases per second.
+//   Large/OP/DIR   the op's first GPU-test reference input, cut to at most kLargeRows rows:
+//                  `elements` is input elements per second.
+//
+// Every op of the registry is benchmarked; none is named here.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <rapidcheck/Random.h>
+
+#include "campaign/campaign.h"
+#include "campaign/case_runner.h"
+#include "core/registry.h"
+#include "corpus/differential.h"
+#include "properties/rows.h"
+
+namespace {
+
+using bitparity::Case;
+using bitparity::Direction;
+using bitparity::OpInfo;
+using bitparity::campaign::CaseRunner;
+using bitparity::corpus::BackendPair;
+
+constexpr int64_t kSmallElements = 256;
+constexpr size_t kSmallPool = 64;      // distinct small cases cycled through by a benchmark
+constexpr int kMaxDraws = 4000;        // generator draws to find them
+constexpr int64_t kLargeRows = 4096;   // rows of a large case (the reference inputs have 2048 .. 16384)
+constexpr uint64_t kSeed = 1;
+constexpr double kLargeMinSeconds = 0.5;  // a large case takes milliseconds to seconds
+
+int64_t input_elements(const Case& c) {
+  int64_t n = 0;
+  for (const auto& [name, t] : c.inputs) n += t.numel();
+  return n;
+}
+
+// The pairs of the op's reference contracts that `contracts` allows (empty: all).
+std::vector<BackendPair> pairs_for(const OpInfo& op, const std::vector<std::string>& contracts) {
+  std::vector<BackendPair> pairs;
+  for (const BackendPair& p : bitparity::corpus::reference_pairs(bitparity::harness_registry(), op.name)) {
+    auto allowed = [&](const std::string& backend) {
+      const std::string contract = bitparity::split_backend_name(backend).second;
+      return contracts.empty() || std::find(contracts.begin(), contracts.end(), contract) != contracts.end();
+    };
+    if (allowed(p.a) && allowed(p.b)) pairs.push_back(p);
+  }
+  return pairs;
+}
+
+// Small cases as a campaign draws them: case_seed(seed, j) at size j % (kMaxGenSize + 1).
+std::vector<Case> small_cases(const OpInfo& op, Direction d) {
+  std::vector<Case> pool;
+  for (int j = 0; j < kMaxDraws && pool.size() < kSmallPool; ++j) {
+    const int size = j % (bitparity::campaign::kMaxGenSize + 1);
+    try {
+      Case c = op.generate(d)(rc::Random(bitparity::campaign::case_seed(kSeed, j)), size).value();
+      if (input_elements(c) <= kSmallElements) pool.push_back(std::move(c));
+    } catch (const std::exception&) {
+      // a draw the generator gives up on: the campaign counts it as skipped; here it is not timed
+    }
+  }
+  return pool;
+}
+
+void run_small(benchmark::State& state, const OpInfo* op, Direction d) {
+  const std::vector<Case> pool = small_cases(*op, d);
+  const std::vector<BackendPair> pairs = pairs_for(*op, {});
+  if (pool.empty() || pairs.empty()) {
+    state.SkipWithError(pool.empty() ? "the generator drew no case of <= 256 elements" : "fewer than two contracts");
+    return;
+  }
+  const CaseRunner runner(bitparity::harness_registry(), {});
+  size_t next = 0;
+  int64_t elements = 0;
+  for (auto _ : state) {
+    const Case& c = pool[next++ % pool.size()];
+    benchmark::DoNotOptimize(runner.run_pairs(c, pairs));
+    elements += input_elements(c);
+  }
+  state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["pairs"] = benchmark::Counter(static_cast<double>(pairs.size()));
+  state.counters["elements"] = benchmark::Counter(static_cast<double>(elements), benchmark::Counter::kIsRate);
+}
+
+// The op's first reference input that is not for benchmarks only, cut to kLargeRows rows where the
+// op is row-wise; nullopt when it has none.
+std::optional<bitparity::ReferenceInput> large_input(const OpInfo& op, Direction d) {
+  if (!op.reference_inputs) return std::nullopt;
+  for (const bitparity::ReferenceInput& in : op.reference_inputs(d))
+    if (!in.bench_only) return in;
+  return std::nullopt;
+}
+
+Case cut_rows(const Case& c) {
+  try {
+    if (bitparity::props::case_rows(c) > kLargeRows) return bitparity::props::take_rows(c, 0, kLargeRows);
+  } catch (const std::logic_error&) {
+    // not row-wise: the whole case
+  }
+  return c;
+}
+
+void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
+  const std::optional<bitparity::ReferenceInput> in = large_input(*op, d);
+  // The pairs of the contracts the input is meant for; every pair where it is meant for one.
+  std::vector<BackendPair> pairs = in ? pairs_for(*op, in->contracts) : std::vector<BackendPair>{};
+  if (in && pairs.empty()) pairs = pairs_for(*op, {});
+  if (!in || pairs.empty()) {
+    state.SkipWithError(!in ? "no reference input for GPU tests" : "fewer than two contracts");
+    return;
+  }
+  const Case c = cut_rows(in->make());
+  const CaseRunner runner(bitparity::harness_registry(), {});
+  for (auto _ : state) benchmark::DoNotOptimize(runner.run_pairs(c, pairs));
+  const double per_case = static_cast<double>(input_elements(c));
+  state.counters["elements"] =
+      benchmark::Counter(per_case * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["case_elements"] = benchmark::Counter(per_case);
+  state.counters["pairs"] = benchmark::Counter(static_cast<double>(pairs.size()));
+}
+
+// Every op and direction of the registry: the small cases first, then the large ones.
+void register_all() {
+  for (const bool large : {false, true})
+    for (const OpInfo& op : bitparity::harness_registry().ops()) {
+      if (!op.generate) continue;
+      for (const auto& [d, specs] : op.inputs) {
+        const std::string name = op.name + "/" + std::string(bitparity::direction_name(d));
+        if (!large) benchmark::RegisterBenchmark(("Small/" + name).c_str(), run_small, &op, d);
+        else
+          benchmark::RegisterBenchmark(("Large/" + name).c_str(), run_large, &op, d)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime()
+              ->MinTime(kLargeMinSeconds);
+      }
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

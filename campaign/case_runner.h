@@ -1,0 +1,57 @@
+// One case through backend pairs, as a campaign runs it on each of its threads: each backend runs
+// once per case (a self pair's second run aside), then each pair is classified. Shared by the
+// campaign engine and its benchmark (bench/campaign_bench.cpp), so the benchmark times the
+// campaign's own path.
+//
+// Thread safety: one CaseRunner may be used from several threads at once. Backends of a kind that
+// backend_is_thread_safe (campaign.h) rejects run under that kind's lock, one call at a time.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/compare.h"
+#include "core/outcome.h"
+#include "corpus/differential.h"
+
+namespace bitparity::campaign {
+
+// Why a backend could not be used at all (an unknown name, an unusable kind): the caller reports it.
+using OnUnusable = std::function<void(const std::string& backend, const std::string& what)>;
+
+class CaseRunner {
+ public:
+  // The kinds' locks are made here, for every kind the registry has now: add exec workers,
+  // plug-ins and peers to the registry first.
+  CaseRunner(const Registry& registry, CompareOptions options, OnUnusable on_unusable = {});
+
+  // corpus::run_side under the kind's lock; nullopt (after on_unusable) when the backend cannot be
+  // used at all.
+  std::optional<Outcome> run_side(const std::string& backend, const Case& c) const;
+  // Both sides, a then b, and the classification; throws (as corpus::diff_case) for a backend that
+  // cannot be used at all.
+  corpus::DiffResult diff(const Case& c, const corpus::BackendPair& pair) const;
+  // Every pair on the case, each backend run once (a self pair runs its backend twice): the result
+  // per pair, nullopt where a side could not be used at all.
+  std::vector<std::optional<corpus::DiffResult>> run_pairs(const Case& c,
+                                                           const std::vector<corpus::BackendPair>& pairs) const;
+
+  const CompareOptions& compare_options() const { return options_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_for(const std::string& backend) const;
+
+  const Registry& registry_;
+  CompareOptions options_;
+  OnUnusable on_unusable_;
+  // One lock per kind that is not thread-safe; the map itself is never changed after construction.
+  std::unique_ptr<std::map<std::string, std::mutex>> kind_locks_;
+  std::unique_ptr<std::mutex> unknown_kind_lock_;  // a kind the registry did not have at construction
+};
+
+}  // namespace bitparity::campaign
