@@ -420,8 +420,6 @@ uint64_t case_seed(uint64_t seed, int64_t case_index) {
 
 int64_t case_index(const Shard& shard, int64_t local_index) { return local_index * shard.count + shard.index; }
 
-bool backend_is_thread_safe(const std::string& kind) { return kind == corpus::kReferenceKind; }
-
 std::vector<BackendPair> default_pairs(const Registry& registry, const OpInfo& op) {
   std::vector<BackendPair> pairs = corpus::twin_pairs(registry, op.name, /*available_only=*/true);
   if (pairs.empty()) return corpus::reference_pairs(registry, op.name);

@@ -15,8 +15,11 @@
 // Parallelism (`jobs`): cases are generated, run, compared and shrunk on several threads, and
 // their results are applied to the report and the corpus in case order, so that a run's output is
 // the same for every number of jobs (a time budget changes only how many cases ran). Threads share
-// the registry under one rule (see backend_is_thread_safe): only the builtin CPU reference runs
-// concurrently; every other backend kind runs one call at a time.
+// the registry under one rule (BackendKind::concurrent_calls): the builtin CPU reference runs
+// concurrently, whose implementations are pure functions of the case; GPU kernels (a CUDA context
+// and its buffers), exec workers and the torch peer (one process and pipe each) and plug-ins (code
+// we cannot vouch for) one call at a time, each kind under its own lock; a kind served by a pool
+// of workers (`--devices N`: one a GPU) as many at once as it has workers.
 #pragma once
 
 #include <atomic>
@@ -57,12 +60,6 @@ Shard parse_shard(const std::string& text);
 uint64_t case_seed(uint64_t seed, int64_t case_index);
 // The global case indices shard `shard` runs are case_index(shard, 0), case_index(shard, 1), ...
 int64_t case_index(const Shard& shard, int64_t local_index);
-
-// Whether implementations of `kind` may run on several threads at once: only bitparity's own CPU
-// reference ("ref"), whose implementations are pure functions of the case. GPU kernels (a CUDA
-// context and its buffers), exec workers and the torch peer (one process and pipe each) and
-// plug-ins (code we cannot vouch for) run one call at a time, each kind under its own lock.
-bool backend_is_thread_safe(const std::string& kind);
 
 struct CampaignOptions {
   double budget_seconds = 60;              // finite and >= 0

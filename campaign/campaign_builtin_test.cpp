@@ -64,5 +64,15 @@ TEST(BuiltinCampaign, FourJobsGiveTheReportAndCorpusOfOne) {
   fs::remove_all(base);
 }
 
+// Which builtin kinds run concurrently: the reference (pure functions of the case) with no limit,
+// the CUDA kernels (one context and its buffers) one call at a time.
+TEST(BuiltinCampaign, OnlyTheReferenceRunsWithoutALimit) {
+  const Registry& r = builtin_registry();
+  ASSERT_NE(r.backend("ref"), nullptr);
+  ASSERT_NE(r.backend("cuda"), nullptr);
+  EXPECT_EQ(r.backend("ref")->concurrent_calls, kAnyNumberOfCalls);
+  EXPECT_EQ(r.backend("cuda")->concurrent_calls, 1);
+}
+
 }  // namespace
 }  // namespace bitparity::campaign

@@ -1,5 +1,6 @@
 #include "campaign/case_runner.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "campaign/campaign.h"
@@ -9,26 +10,57 @@ namespace bitparity::campaign {
 using corpus::BackendPair;
 using corpus::DiffResult;
 
+void CaseRunner::Slots::take() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  freed_.wait(lock, [this] { return free_ > 0; });
+  --free_;
+}
+
+void CaseRunner::Slots::give() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    ++free_;
+  }
+  freed_.notify_one();
+}
+
+class CaseRunner::Held {
+ public:
+  explicit Held(Slots* slots) : slots_(slots) {
+    if (slots_) slots_->take();
+  }
+  ~Held() {
+    if (slots_) slots_->give();
+  }
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+
+ private:
+  Slots* slots_;
+};
+
 CaseRunner::CaseRunner(const Registry& registry, CompareOptions options, OnUnusable on_unusable)
     : registry_(registry),
       options_(options),
       on_unusable_(std::move(on_unusable)),
-      kind_locks_(std::make_unique<std::map<std::string, std::mutex>>()),
-      unknown_kind_lock_(std::make_unique<std::mutex>()) {
+      kind_slots_(std::make_unique<std::map<std::string, Slots>>()),
+      unknown_kind_slot_(std::make_unique<Slots>(1)) {
   for (const BackendKind& kind : registry.backends())
-    if (!backend_is_thread_safe(kind.name)) (*kind_locks_)[kind.name];
+    if (kind.concurrent_calls != kAnyNumberOfCalls)
+      kind_slots_->try_emplace(kind.name, std::max(kind.concurrent_calls, 1));
 }
 
-std::unique_lock<std::mutex> CaseRunner::lock_for(const std::string& backend) const {
+CaseRunner::Held CaseRunner::slot_for(const std::string& backend) const {
   const std::string kind = backend.substr(0, backend.find(':'));
-  if (backend_is_thread_safe(kind)) return {};
-  const auto it = kind_locks_->find(kind);
-  return std::unique_lock<std::mutex>(it == kind_locks_->end() ? *unknown_kind_lock_ : it->second);
+  const auto it = kind_slots_->find(kind);
+  if (it != kind_slots_->end()) return Held(&it->second);
+  const BackendKind* known = registry_.backend(kind);
+  return Held(known && known->concurrent_calls == kAnyNumberOfCalls ? nullptr : unknown_kind_slot_.get());
 }
 
 std::optional<Outcome> CaseRunner::run_side(const std::string& backend, const Case& c) const {
   try {
-    const std::unique_lock<std::mutex> lock = lock_for(backend);
+    const Held slot = slot_for(backend);
     return corpus::run_side(registry_, backend, c);
   } catch (const std::exception& e) {
     if (on_unusable_) on_unusable_(backend, e.what());
@@ -38,7 +70,7 @@ std::optional<Outcome> CaseRunner::run_side(const std::string& backend, const Ca
 
 DiffResult CaseRunner::diff(const Case& c, const BackendPair& pair) const {
   auto side = [&](const std::string& backend) {
-    const std::unique_lock<std::mutex> lock = lock_for(backend);
+    const Held slot = slot_for(backend);
     return corpus::run_side(registry_, backend, c);
   };
   const Outcome a = side(pair.a);

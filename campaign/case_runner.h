@@ -3,10 +3,12 @@
 // campaign engine and its benchmark (bench/campaign_bench.cpp), so the benchmark times the
 // campaign's own path.
 //
-// Thread safety: one CaseRunner may be used from several threads at once. Backends of a kind that
-// backend_is_thread_safe (campaign.h) rejects run under that kind's lock, one call at a time.
+// Thread safety: one CaseRunner may be used from several threads at once. A kind's calls run at most
+// BackendKind::concurrent_calls at a time (the reference's without a limit; a kind of one device
+// context, one worker or a plug-in one at a time; a pool of N workers N at a time).
 #pragma once
 
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,7 +28,7 @@ using OnUnusable = std::function<void(const std::string& backend, const std::str
 
 class CaseRunner {
  public:
-  // The kinds' locks are made here, for every kind the registry has now: add exec workers,
+  // The kinds' call slots are made here, for every kind the registry has now: add exec workers,
   // plug-ins and peers to the registry first.
   CaseRunner(const Registry& registry, CompareOptions options, OnUnusable on_unusable = {});
 
@@ -44,14 +46,27 @@ class CaseRunner {
   const CompareOptions& compare_options() const { return options_; }
 
  private:
-  std::unique_lock<std::mutex> lock_for(const std::string& backend) const;
+  // A kind's free calls: taken for one call, given back when it ends.
+  class Slots {
+   public:
+    explicit Slots(int n) : free_(n) {}
+    void take();
+    void give();
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable freed_;
+    int free_;
+  };
+  class Held;  // one call's slot (nothing for a kind without a limit)
+  Held slot_for(const std::string& backend) const;
 
   const Registry& registry_;
   CompareOptions options_;
   OnUnusable on_unusable_;
-  // One lock per kind that is not thread-safe; the map itself is never changed after construction.
-  std::unique_ptr<std::map<std::string, std::mutex>> kind_locks_;
-  std::unique_ptr<std::mutex> unknown_kind_lock_;  // a kind the registry did not have at construction
+  // The kinds with a limit; the map itself is never changed after construction.
+  std::unique_ptr<std::map<std::string, Slots>> kind_slots_;
+  std::unique_ptr<Slots> unknown_kind_slot_;  // a kind the registry did not have at construction: one call at a time
 };
 
 }  // namespace bitparity::campaign

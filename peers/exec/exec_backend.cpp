@@ -1,6 +1,9 @@
 #include "peers/exec/exec_backend.h"
 
+#include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <stdexcept>
 
 #include "core/case_json.h"
@@ -69,6 +72,41 @@ TensorMap read_answer(WorkerProcess& worker, const std::string& line, int64_t id
   }
 }
 
+// The workers of one kind; a call takes a free one for its duration.
+struct Pool {
+  std::vector<std::shared_ptr<WorkerProcess>> workers;
+  std::vector<bool> busy;
+  std::mutex mutex;
+  std::condition_variable freed;
+
+  class Taken {
+   public:
+    explicit Taken(Pool& pool) : pool_(pool) {
+      std::unique_lock<std::mutex> lock(pool_.mutex);
+      pool_.freed.wait(lock, [&] {
+        for (size_t i = 0; i < pool_.busy.size(); ++i)
+          if (!pool_.busy[i]) return index_ = i, true;
+        return false;
+      });
+      pool_.busy[index_] = true;
+    }
+    ~Taken() {
+      {
+        const std::lock_guard<std::mutex> lock(pool_.mutex);
+        pool_.busy[index_] = false;
+      }
+      pool_.freed.notify_one();
+    }
+    Taken(const Taken&) = delete;
+    Taken& operator=(const Taken&) = delete;
+    WorkerProcess& worker() const { return *pool_.workers[index_]; }
+
+   private:
+    Pool& pool_;
+    size_t index_ = 0;
+  };
+};
+
 }  // namespace
 
 std::pair<std::string, std::string> parse_exec_spec(const std::string& spec) {
@@ -82,31 +120,58 @@ std::pair<std::string, std::string> parse_exec_spec(const std::string& spec) {
 }
 
 std::shared_ptr<WorkerProcess> add_exec_backend(Registry& registry, const std::string& kind, WorkerOptions options) {
+  std::vector<WorkerOptions> pool;
+  pool.push_back(std::move(options));
+  return add_exec_backend(registry, kind, std::move(pool)).front();
+}
+
+std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry, const std::string& kind,
+                                                             std::vector<WorkerOptions> pool) {
   if (!valid_kind_name(kind)) throw std::runtime_error("backend kind \"" + kind + "\" must match [a-z][a-z0-9_]*");
   if (registry.backend(kind)) throw std::runtime_error("backend kind \"" + kind + "\" exists already; choose another name");
-  if (options.name.empty()) options.name = kind;
+  if (pool.empty()) throw std::runtime_error("backend kind \"" + kind + "\": a pool of no workers");
+  auto workers = std::make_shared<Pool>();
+  std::vector<std::pair<std::string, std::string>> implemented;
   std::string command;
-  for (const std::string& a : options.argv) command += (command.empty() ? "" : " ") + a;
-  auto worker = std::make_shared<WorkerProcess>(std::move(options));
-  std::string hello;
-  try {
-    hello = worker->start();
-  } catch (const DeviceFault& e) {
-    throw std::runtime_error(std::string(e.what()) + "\n(the command was: " + command + ")");
+  for (WorkerOptions& options : pool) {
+    if (options.name.empty()) options.name = kind;
+    command.clear();
+    for (const std::string& a : options.argv) command += (command.empty() ? "" : " ") + a;
+    const std::string name = options.name;
+    auto worker = std::make_shared<WorkerProcess>(std::move(options));
+    std::string hello;
+    try {
+      hello = worker->start();
+    } catch (const DeviceFault& e) {
+      throw std::runtime_error(std::string(e.what()) + "\n(the command was: " + command + ")");
+    }
+    auto mine = read_hello(registry, name, hello);
+    std::sort(mine.begin(), mine.end());
+    if (workers->workers.empty()) {
+      implemented = std::move(mine);
+    } else if (mine != implemented) {
+      throw std::runtime_error("worker " + name + " names other implementations in its hello than worker " +
+                               workers->workers.front()->options().name + ": the workers of one kind must serve the same");
+    }
+    workers->workers.push_back(std::move(worker));
   }
-  const auto implemented = read_hello(registry, kind, hello);
-  registry.add_backend({kind, "a worker process: " + command, [] { return std::optional<std::string>(); }});
+  workers->busy.assign(workers->workers.size(), false);
+  BackendKind backend{kind, "a worker process: " + command, [] { return std::optional<std::string>(); }};
+  backend.concurrent_calls = static_cast<int>(workers->workers.size());
+  if (workers->workers.size() > 1) backend.doc += " (" + std::to_string(workers->workers.size()) + " workers)";
+  registry.add_backend(backend);
   auto next_id = std::make_shared<std::atomic<int64_t>>(1);
   for (const auto& [op, contract] : implemented) {
-    registry.add_impl(op, kind, contract, [worker, next_id](const Case& c, const ContractInfo& info) {
+    registry.add_impl(op, kind, contract, [workers, next_id](const Case& c, const ContractInfo& info) {
       const int64_t id = next_id->fetch_add(1);
       json request = case_to_json(c);
       request["id"] = id;
       request["contract"] = info.name;
-      return read_answer(*worker, worker->request(request.dump()), id);
+      const Pool::Taken taken(*workers);
+      return read_answer(taken.worker(), taken.worker().request(request.dump()), id);
     });
   }
-  return worker;
+  return workers->workers;
 }
 
 }  // namespace bitparity::peers

@@ -33,6 +33,12 @@ inline constexpr std::string_view kWorkerFormat = "bitparity-worker/1";
 // Returns the worker, which the implementations share.
 std::shared_ptr<WorkerProcess> add_exec_backend(Registry& registry, const std::string& kind, WorkerOptions options);
 
+// The same kind served by a pool of workers (one per GPU of a node, `--devices N`): each call takes
+// a free worker, so the kind runs as many calls at once as it has workers (its concurrent_calls).
+// Every worker must name the same implementations in its hello. At least one worker.
+std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry, const std::string& kind,
+                                                             std::vector<WorkerOptions> pool);
+
 // "NAME=COMMAND" as `--exec` takes it: the kind and the shell command (run by /bin/sh -c).
 std::pair<std::string, std::string> parse_exec_spec(const std::string& spec);
 

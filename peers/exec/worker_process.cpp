@@ -84,6 +84,7 @@ std::string WorkerProcess::start_locked() {
     dup2(io[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     signal(SIGPIPE, SIG_DFL);
+    for (const auto& [name, value] : options_.environment) setenv(name.c_str(), value.c_str(), 1);
     execvp(argv[0], argv.data());
     const std::string message = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno) + "\n";
     (void)!write(STDERR_FILENO, message.data(), message.size());

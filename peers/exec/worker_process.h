@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <sys/types.h>
+#include <utility>
 #include <vector>
 
 namespace bitparity::peers {
@@ -20,6 +21,9 @@ namespace bitparity::peers {
 struct WorkerOptions {
   std::string name;                  // for messages: "torch"
   std::vector<std::string> argv;     // the program and its arguments (execvp)
+  // Variables set in the child's environment before it starts (CUDA_VISIBLE_DEVICES=1 for the
+  // worker of a node's second GPU); the rest of the environment is this process's.
+  std::vector<std::pair<std::string, std::string>> environment;
   double start_seconds = 120;        // until the first line (the hello) arrives
   double request_seconds = 120;      // until a request's answer arrives
   size_t max_line_bytes = size_t{512} << 20;
