@@ -6,8 +6,8 @@
 // order. The eager kernels read a row twice (its max, then its sum; the backward a third time for
 // the outputs), as PyTorch's do. The fused forward reads each logit once, one row a block walking all
 // eight segments at once; the fused backward also reads each logit once from HBM: a cluster of 8
-// blocks takes a row, each block copying its segment into shared memory while it finishes the row
-// before, and both passes read the copy.
+// blocks takes a row, each block keeping its segment in shared memory for the output pass, two
+// blocks an SM.
 
 // Every rounding is an explicit __f*_rn intrinsic, so that nvcc's contraction (--fmad=true) fuses
 // nothing the contracts round twice; expf and logf are libdevice's (no fast math), as in ATen.
@@ -23,7 +23,6 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include "gpu/common/packet_ring.cuh"
 #include "gpu/runtime.h"
 
 namespace bitparity::gpu {
@@ -318,80 +317,174 @@ __global__ void __launch_bounds__(kBlock) fused_forward_kernel(CrossEntropy a) {
 
 // --- fused backward: one row a cluster, a segment a block, rows in turn --------------------------
 // Block s of a cluster owns segment s of every row the cluster takes (rows c, c + clusters, ...).
-// Buffered (2 S floats fit in shared memory), a block copies its segment of the next row into one
-// buffer (cp.async, no register held) while it reduces and writes the current row from the other, so
-// the logits are read from HBM once and the loads overlap the arithmetic and the stores. Each thread
-// copies and later reads only its own elements, so a wait_group needs no barrier. The segment
-// results travel through distributed shared memory, double-buffered by row parity so that one
-// cluster barrier a row suffices. Unbuffered (a wider V), both passes read global memory.
-template <bool kBuffered>
-__global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBlock, 1) fused_backward_kernel(CrossEntropy a) {
-  extern __shared__ float buffers[];  // kBuffered: [2][S]
-  __shared__ float sm_m[kBlock];
-  __shared__ float sm_s[kBlock];
-  __shared__ Online part[2];
-  __shared__ float row_m[2], row_L[2];
-  namespace cg = cooperative_groups;
-  const cg::cluster_group cluster = cg::this_cluster();
-  const int t = threadIdx.x;
-  const int seg = static_cast<int>(cluster.block_rank());
-  const int64_t V = a.vocab, S = fused_segment_span(V), N = a.rows;
-  const int64_t begin = seg * S, end = V < begin + S ? V : begin + S;
-  const int64_t mine = end - begin > t ? (end - begin - t + kSegmentLanes - 1) / kSegmentLanes : 0;
-  const int64_t first_row = blockIdx.x / kSegments, clusters = gridDim.x / kSegments;
-  const float* logits = static_cast<const float*>(a.logits);
-  auto issue = [&](int64_t row, float* buffer) {
-    const float* from = logits + row * V + begin + t;
-    for (int64_t k = 0; k < mine; ++k) device::copy_async_4(buffer + t + k * kSegmentLanes, from + k * kSegmentLanes);
-    device::commit_copies();
-  };
-  if (kBuffered && first_row < N) issue(first_row, buffers);
-  int parity = 0;
-  for (int64_t row = first_row; row < N; row += clusters, parity ^= 1) {
-    const float* x = logits + row * V + begin + t;  // this thread's elements: x[k * 1024], k < mine
-    const float* held = buffers + parity * S + t;
-    if constexpr (kBuffered) {
-      if (row + clusters < N) {
-        issue(row + clusters, buffers + (parity ^ 1) * S);
-        device::wait_copies<1>();
-      } else {
-        device::wait_copies<0>();
+// 256 threads a segment; thread q holds the 4 consecutive lanes 4q, ..., 4q + 3, so that a step of
+// its walk is one 4-vector (where V % 4 == 0 and the rows are 16-byte aligned; 4 scalars elsewhere).
+// Buffered (S floats fit in shared memory), the walk also stores what it loads into one buffer, and
+// the output pass reads it there: the logits come from HBM once. Two blocks share an SM (77.8 KB of
+// buffer each at V 151552), so that one block's tree, cluster barrier and output pass overlap the
+// other's loads. The segment results travel through distributed shared memory, double-buffered by
+// row parity so that one cluster barrier a row suffices. Unbuffered (a wider V), the output pass
+// reads global memory again.
+constexpr int kBackwardLanes = 4;                                  // consecutive lanes a thread
+constexpr int kBackwardThreads = kSegmentLanes / kBackwardLanes;   // 256
+constexpr int kBackwardUnroll = 8;                                 // steps whose loads are in flight at once
+
+template <bool kVector>
+__device__ __forceinline__ void load_step(float (&v)[kBackwardLanes], const float* at) {
+  if constexpr (kVector) {
+    const float4 w = __ldcs(reinterpret_cast<const float4*>(at));
+    v[0] = w.x, v[1] = w.y, v[2] = w.z, v[3] = w.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kBackwardLanes; ++j) v[j] = __ldcs(at + j);
+  }
+}
+
+// A segment's halving tree over lanes 4q + j: the levels whose partner is another thread (h >= 4:
+// thread q + h / 4, the same j) through shared memory down to 32 threads, then warp 0's shuffles, then
+// the two levels inside thread 0 (h = 2, 1). Valid in thread 0; every thread calls it.
+__device__ Online backward_segment_tree(Online (&o)[kBackwardLanes], float (*sm_m)[kBackwardThreads],
+                                        float (*sm_s)[kBackwardThreads]) {
+  const int q = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < kBackwardLanes; ++j) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
+  __syncthreads();
+#pragma unroll
+  for (int d = kBackwardThreads / 2; d >= 32; d >>= 1) {
+    if (q < d) {
+#pragma unroll
+      for (int j = 0; j < kBackwardLanes; ++j) {
+        o[j] = combine(o[j], {sm_m[j][q + d], sm_s[j][q + d]});
+        if (d > 32) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
       }
     }
-    auto value = [&](int64_t k) { return kBuffered ? held[k * kSegmentLanes] : x[k * kSegmentLanes]; };
-    Online o[1] = {{-INFINITY, 0.0f}};
-    for (int64_t k = 0; k < mine; ++k) online_add(o[0], value(k));
-    const Online r = segment_tree(o, kSegmentLanes, 0, sm_m, sm_s);
-    if (t == 0) part[parity] = r;
-    cluster.sync();  // every segment's result of this row is written
-    if (t == 0) {
-      Online b[kSegments];
+    if (d > 32) __syncthreads();
+  }
+  if (q < 32) {
 #pragma unroll
-      for (int k = 0; k < kSegments; ++k) b[k] = *cluster.map_shared_rank(&part[parity], k);
-      const Online total = segments_tree(b);
-      row_m[parity] = total.m;
-      row_L[parity] = logf(total.s);
+    for (int d = 16; d >= 1; d >>= 1)
+#pragma unroll
+      for (int j = 0; j < kBackwardLanes; ++j) {
+        const Online other{__shfl_down_sync(0xffffffffu, o[j].m, d), __shfl_down_sync(0xffffffffu, o[j].s, d)};
+        o[j] = combine(o[j], other);
+      }
+  }
+  o[0] = combine(o[0], o[2]);
+  o[1] = combine(o[1], o[3]);
+  return combine(o[0], o[1]);
+}
+
+template <bool kBuffered, bool kVector>
+__global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBackwardThreads, 2)
+    fused_backward_kernel(CrossEntropy a) {
+  extern __shared__ float4 buffer[];  // kBuffered: S / 4 4-vectors, step i of thread q at q + 256 i
+  __shared__ float sm_m[kBackwardLanes][kBackwardThreads];
+  __shared__ float sm_s[kBackwardLanes][kBackwardThreads];
+  __shared__ Online part[2];
+  __shared__ float row_m, row_L;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int q = threadIdx.x, first_lane = kBackwardLanes * q;
+  const int seg = static_cast<int>(cluster.block_rank());
+  const int64_t V = a.vocab, S = fused_segment_span(V), N = a.rows;
+  const int64_t begin = seg * S, size = V - begin < S ? (V > begin ? V - begin : 0) : S;
+  const int64_t steps = size / kSegmentLanes;                           // steps every lane takes
+  const bool in_last = first_lane < size - steps * kSegmentLanes;       // this thread's lanes in the partial step
+  const int64_t walked = steps + (in_last ? 1 : 0);
+  const int64_t first_row = blockIdx.x / kSegments, clusters = gridDim.x / kSegments;
+  int parity = 0;
+  for (int64_t row = first_row; row < N; row += clusters, parity ^= 1) {
+    const float* x = static_cast<const float*>(a.logits) + row * V + begin + first_lane;  // step i at x + 1024 i
+    Online o[kBackwardLanes];
+#pragma unroll
+    for (int j = 0; j < kBackwardLanes; ++j) o[j] = {-INFINITY, 0.0f};
+    auto add = [&](const float (&v)[kBackwardLanes], int64_t i) {
+      if constexpr (kBuffered) buffer[q + i * kBackwardThreads] = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+      for (int j = 0; j < kBackwardLanes; ++j) online_add(o[j], v[j]);
+    };
+    int64_t i = 0;
+    for (; i + kBackwardUnroll <= steps; i += kBackwardUnroll) {
+      float v[kBackwardUnroll][kBackwardLanes];
+#pragma unroll
+      for (int u = 0; u < kBackwardUnroll; ++u) load_step<kVector>(v[u], x + (i + u) * kSegmentLanes);
+#pragma unroll
+      for (int u = 0; u < kBackwardUnroll; ++u) add(v[u], i + u);
+    }
+    for (; i < steps; ++i) {
+      float v[kBackwardLanes];
+      load_step<kVector>(v, x + i * kSegmentLanes);
+      add(v, i);
+    }
+    if (in_last) {  // the partial step: the vector path's lanes are all in (V and S multiples of 4) or all out
+      const int64_t rest = size - steps * kSegmentLanes - first_lane;
+      float v[kBackwardLanes];
+      if (kVector || rest >= kBackwardLanes) {
+        load_step<kVector>(v, x + steps * kSegmentLanes);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBackwardLanes; ++j) v[j] = j < rest ? __ldcs(x + steps * kSegmentLanes + j) : 0.0f;
+      }
+      if constexpr (kBuffered) buffer[q + steps * kBackwardThreads] = make_float4(v[0], v[1], v[2], v[3]);
+#pragma unroll
+      for (int j = 0; j < kBackwardLanes; ++j)
+        if (j < rest) online_add(o[j], v[j]);
+    }
+    const Online r = backward_segment_tree(o, sm_m, sm_s);
+    if (q == 0) part[parity] = r;
+    cluster.sync();  // every segment's result of this row is written
+    if (q < 32) {    // the 8 segments' halving tree (h = 4, 2, 1) in warp 0's lanes 0..7
+      Online b = q < kSegments ? *cluster.map_shared_rank(&part[parity], q) : Online{-INFINITY, 0.0f};
+#pragma unroll
+      for (int h = kSegments / 2; h >= 1; h >>= 1) {
+        const Online other{__shfl_down_sync(0xffffffffu, b.m, h), __shfl_down_sync(0xffffffffu, b.s, h)};
+        if (q < h) b = combine(b, other);
+      }
+      if (q == 0) row_m = b.m, row_L = logf(b.s);
     }
     __syncthreads();
-    const float m = row_m[parity], L = row_L[parity];
+    const float m = row_m, L = row_L;
     const int64_t label = static_cast<const int64_t*>(a.labels)[row];
     const bool ignored = label == a.ignore_index;
     const float gO_t = ignored ? 0.0f : __fmul_rn(-1.0f, static_cast<const float*>(a.g)[row]);
     const float G = ignored ? 0.0f : __fadd_rn(0.0f, gO_t);  // +0 + gO_t: a -0 becomes +0, at V = 1 too
-    float* d = static_cast<float*>(a.d_logits) + row * V + begin + t;
-    const int64_t label_k = ignored ? -1 : label - begin - t;  // the label's offset in this thread's walk
-    for (int64_t k = 0; k < mine; ++k) {
-      const float e = expf(__fsub_rn(__fsub_rn(value(k), m), L));
-      const float gO = label_k == k * kSegmentLanes ? gO_t : 0.0f;
-      __stcs(d + k * kSegmentLanes, __fmaf_rn(-e, G, gO));
+    float* d = static_cast<float*>(a.d_logits) + row * V + begin + first_lane;
+    const int64_t label_at = ignored ? -1 : label - begin - first_lane;  // the label's offset from d
+    const int64_t rest = size - steps * kSegmentLanes - first_lane;      // lanes of the partial step
+    for (int64_t k = 0; k < walked; ++k) {
+      float v[kBackwardLanes];
+      if constexpr (kBuffered) {
+        const float4 w = buffer[q + k * kBackwardThreads];
+        v[0] = w.x, v[1] = w.y, v[2] = w.z, v[3] = w.w;
+      } else if (kVector || k < steps || rest >= kBackwardLanes) {
+        load_step<kVector>(v, x + k * kSegmentLanes);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBackwardLanes; ++j) v[j] = j < rest ? x[k * kSegmentLanes + j] : 0.0f;
+      }
+      float out[kBackwardLanes];
+#pragma unroll
+      for (int j = 0; j < kBackwardLanes; ++j) {
+        const float e = expf(__fsub_rn(__fsub_rn(v[j], m), L));
+        const float gO = label_at == k * kSegmentLanes + j ? gO_t : 0.0f;
+        out[j] = __fmaf_rn(-e, G, gO);
+      }
+      float* at = d + k * kSegmentLanes;
+      if (kVector) {
+        __stcs(reinterpret_cast<float4*>(at), make_float4(out[0], out[1], out[2], out[3]));
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBackwardLanes; ++j)
+          if (k < steps || j < rest) __stcs(at + j, out[j]);
+      }
     }
   }
   cluster.sync();  // no block leaves while another may still read its part
 }
 
-// Clusters of the backward that are resident at once (each SM holds one block): the persistent grid.
-// Asked once per device and shared-memory size (the occupancy query costs more than a launch).
-template <bool kBuffered>
+// Clusters of the backward that are resident at once: the persistent grid. Asked once per device,
+// kernel and shared-memory size (the occupancy query costs more than a launch).
+template <bool kBuffered, bool kVector>
 int resident_clusters(size_t shared_bytes) {
   static std::mutex mutex;
   static std::map<std::pair<int, size_t>, int> known;
@@ -401,25 +494,38 @@ int resident_clusters(size_t shared_bytes) {
   if (const auto it = known.find({device, shared_bytes}); it != known.end()) return it->second;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(kSegments * 1024, 1, 1);
-  config.blockDim = dim3(kBlock, 1, 1);
+  config.blockDim = dim3(kBackwardThreads, 1, 1);
   config.dynamicSmemBytes = shared_bytes;
   int clusters = 0;
-  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, fused_backward_kernel<kBuffered>, &config),
+  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, fused_backward_kernel<kBuffered, kVector>, &config),
              "cross_entropy fused backward: cudaOccupancyMaxActiveClusters");
   if (clusters < 1) throw CudaError(cudaErrorInvalidConfiguration, "cross_entropy fused backward: no cluster of 8 fits");
   known[{device, shared_bytes}] = clusters;
   return clusters;
 }
 
-template <bool kBuffered>
+template <bool kBuffered, bool kVector>
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
-  const size_t shared_bytes = kBuffered ? 2 * static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) : 0;
-  check_cuda(cudaFuncSetAttribute(fused_backward_kernel<kBuffered>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const size_t shared_bytes = kBuffered ? static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) : 0;
+  check_cuda(cudaFuncSetAttribute(fused_backward_kernel<kBuffered, kVector>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(shared_bytes)),
              "cross_entropy fused backward: cudaFuncSetAttribute");
-  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters<kBuffered>(shared_bytes));
-  fused_backward_kernel<kBuffered><<<static_cast<unsigned>(clusters * kSegments), kBlock, shared_bytes, stream>>>(a);
+  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters<kBuffered, kVector>(shared_bytes));
+  fused_backward_kernel<kBuffered, kVector>
+      <<<static_cast<unsigned>(clusters * kSegments), kBackwardThreads, shared_bytes, stream>>>(a);
   check_launch("cross_entropy fused backward", a.stream);
+}
+
+template <bool kBuffered>
+void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
+  // 4-vectors where every row and every segment starts on a 16-byte boundary.
+  const bool vector = a.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(a.d_logits) % 16 == 0;
+  if (vector) {
+    launch_fused_backward<kBuffered, true>(a, stream);
+  } else {
+    launch_fused_backward<kBuffered, false>(a, stream);
+  }
 }
 
 int64_t next_pow2(int64_t n) {

@@ -27,17 +27,6 @@ __device__ __forceinline__ void copy_async_16(void* shared, const void* global) 
 #endif
 }
 
-// The 4-byte form, for rows that have no 16-byte alignment (a row of an odd vocabulary): .ca, since
-// only .ca takes sizes below 16.
-__device__ __forceinline__ void copy_async_4(void* shared, const void* global) {
-#if defined(__CUDA_ARCH__)
-  const auto address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(address), "l"(global) : "memory");
-#else
-  *static_cast<float*>(shared) = *static_cast<const float*>(global);
-#endif
-}
-
 // Closes the group of copies issued since the last commit (an empty group where none was).
 __device__ __forceinline__ void commit_copies() {
 #if defined(__CUDA_ARCH__)
