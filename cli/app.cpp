@@ -1,5 +1,6 @@
 #include "cli/app.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -47,6 +48,7 @@ int run_chosen(const std::vector<Command>& commands) {
 struct ExecFlags {
   std::vector<std::string> specs;
   double timeout_seconds = 120;
+  int devices = 0;  // --devices N: the kind "gpu", one `bitparity worker --kind cuda` per GPU
 };
 
 void add_exec_flags(CLI::App& app, ExecFlags& flags) {
@@ -58,6 +60,50 @@ void add_exec_flags(CLI::App& app, ExecFlags& flags) {
                  "seconds a worker may take to start or to answer one case before it counts as hung: a "
                  "device_fault, and a fresh worker for the next case (default 120)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--devices", flags.devices,
+                 "N: the backend kind \"gpu\", bitparity's CUDA kernels served by N worker processes of this "
+                 "binary, one per GPU (CUDA_VISIBLE_DEVICES set to one device each, taken from the inherited "
+                 "CUDA_VISIBLE_DEVICES where that is set): name pairs gpu:CONTRACT; a campaign then runs N cases "
+                 "at once, and a device fault costs one worker, which is restarted")
+      ->check(CLI::PositiveNumber)
+      ->type_name("N");
+}
+
+// The devices a worker may be given: the inherited CUDA_VISIBLE_DEVICES list, else 0, 1, 2, ...
+std::vector<std::string> visible_devices(int wanted) {
+  std::vector<std::string> devices;
+  const char* inherited = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (inherited && *inherited) {
+    std::string list = inherited;
+    for (size_t start = 0; start <= list.size();) {
+      const size_t end = std::min(list.find(',', start), list.size());
+      if (end > start) devices.push_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+    if (static_cast<int>(devices.size()) < wanted)
+      throw std::runtime_error("--devices " + std::to_string(wanted) + ": CUDA_VISIBLE_DEVICES=" + list + " names only " +
+                               std::to_string(devices.size()));
+    devices.resize(static_cast<size_t>(wanted));
+  } else {
+    for (int i = 0; i < wanted; ++i) devices.push_back(std::to_string(i));
+  }
+  return devices;
+}
+
+// --devices N: the kind "gpu", a pool of N `bitparity worker --kind cuda` processes of this binary.
+void start_device_pool(Registry& registry, int devices, const ExecFlags& flags) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<peers::WorkerOptions> pool;
+  for (const std::string& device : visible_devices(devices)) {
+    peers::WorkerOptions options;
+    options.name = "gpu (CUDA device " + device + ")";
+    options.argv = {self, "worker", "--kind", "cuda"};
+    options.environment = {{"CUDA_VISIBLE_DEVICES", device}};
+    options.start_seconds = flags.timeout_seconds;
+    options.request_seconds = flags.timeout_seconds;
+    pool.push_back(std::move(options));
+  }
+  peers::add_exec_backend(registry, "gpu", std::move(pool));
 }
 
 void start_exec_backend(Registry& registry, const std::string& kind, const std::string& command,
@@ -102,6 +148,7 @@ std::set<std::string> named_kinds(int argc, const char* const* argv) {
 void add_backends(Registry& registry, const std::vector<std::string>& plugins, const ExecFlags& flags,
                   const std::vector<PeerBackend>& peers, const std::set<std::string>& named) {
   for (const std::string& path : plugins) peers::add_plugin_backend(registry, path);
+  if (flags.devices > 0) start_device_pool(registry, flags.devices, flags);
   std::set<std::string> exec_kinds;
   for (const std::string& spec : flags.specs) {
     const auto [kind, command] = peers::parse_exec_spec(spec);
