@@ -13,5 +13,6 @@ std::vector<KernelRecord> routing_kernels();        // gpu/routing_records.cpp: 
 std::vector<KernelRecord> training_kernels();       // gpu/training_records.cpp: fanout_grad, adamw_step, grad_finalize
 std::vector<KernelRecord> embedding_kernels();      // gpu/embedding_records.cpp: embedding
 std::vector<KernelRecord> cross_entropy_kernels();  // gpu/cross_entropy_records.cpp: cross_entropy
+std::vector<KernelRecord> gemm_kernels();           // gpu/gemm_records.cpp: gemm
 
 }  // namespace bitparity::gpu

@@ -1,11 +1,13 @@
 #include "ops/builtin.h"
 
 #include "ops/embedding.h"
+#include "ops/gemm.h"
 #include "ops/routing.h"
 #include "ops/swiglu_family.h"
 #include "ops/training.h"
 #include "reference/backend.h"
 #include "reference/embedding.h"
+#include "reference/gemm.h"
 #include "reference/routing.h"
 #include "reference/swiglu.h"
 #include "reference/training.h"
@@ -31,6 +33,7 @@ const Registry& builtin_registry() {
     r.add_op(ops::grad_finalize());
     r.add_op(ops::embedding());
     r.add_op(ops::cross_entropy());
+    r.add_op(ops::gemm());
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
     r.add_impls("ref", ref::router_topk_impls());
@@ -41,6 +44,7 @@ const Registry& builtin_registry() {
     r.add_impls("ref", ref::grad_finalize_impls());
     r.add_impls("ref", ref::embedding_impls());
     r.add_impls("ref", ref::cross_entropy_impls());
+    r.add_impls("ref", ref::gemm_impls());
 #ifdef BITPARITY_HAVE_CUDA
     gpu::register_cuda(r);
 #else

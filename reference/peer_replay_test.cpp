@@ -1,5 +1,7 @@
-// Replays outputs recorded from eager PyTorch on an H200 (every peers/torch/*.jsonl.gz, written by the
-// recorders beside them) against ref:<contract>: the reference must reproduce PyTorch's bits, not
+// Replays outputs recorded on an H200 against ref:<contract>: eager PyTorch's (every
+// peers/torch/*.jsonl.gz, written by the recorders beside them) and, for a contract that is an
+// instruction's own arithmetic (gemm's fixed_order: the tensor core's MMA step), the instruction's
+// (peers/hw/*.jsonl.gz). The reference must reproduce the peer's bits: the reference must reproduce PyTorch's bits, not
 // only our reading of its source, NaN payloads included (a NaN that CUDA's arithmetic writes is
 // canonical; x86's keeps its input's payload, so the reference canonicalizes what it computes).
 // Every op in the registry that has a recording is replayed; each
@@ -34,9 +36,14 @@ std::vector<Recorded> load(const std::string& path) {
   return out;
 }
 
-// The recordings beside the recorders (*.jsonl.gz, or a fresh *.jsonl), sorted by name.
+// The recordings beside the recorders (*.jsonl.gz, or a fresh *.jsonl), sorted by name: eager
+// PyTorch's, then the hardware's.
 std::vector<std::filesystem::path> recordings() {
-  return recordings_in(std::filesystem::path(BITPARITY_SOURCE_DIR) / "peers" / "torch");
+  std::vector<std::filesystem::path> files;
+  for (const char* peer : {"torch", "hw"})
+    for (const std::filesystem::path& p : recordings_in(std::filesystem::path(BITPARITY_SOURCE_DIR) / "peers" / peer))
+      files.push_back(p);
+  return files;
 }
 
 TEST(PeerReplayTest, ReferenceReproducesEagerPyTorch) {
@@ -65,7 +72,8 @@ TEST(PeerReplayTest, ReferenceReproducesEagerPyTorch) {
       const Comparison cmp = compare_outputs(got, expected, {.strict_nan = true});
       EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
           << path << ":" << r.line << "\n"
-          << format_comparison(cmp, c.op + " " + std::string(direction_name(c.direction)), "ref:" + contract, "torch");
+          << format_comparison(cmp, c.op + " " + std::string(direction_name(c.direction)), "ref:" + contract,
+                               file.parent_path().filename().string());
       ++compared;
       ++per_op[c.op + " " + std::string(direction_name(c.direction)) + " " + contract];
       for (const auto& [name, t] : expected)
@@ -79,10 +87,10 @@ TEST(PeerReplayTest, ReferenceReproducesEagerPyTorch) {
     std::printf("%s: compared %d recorded cases, %d unmodelled\n", file.filename().c_str(), compared, unmodelled);
     for (const auto& [what, n] : per_op) std::printf("  %-48s %d\n", what.c_str(), n);
   }
-  // Every op is pinned to the real framework: an op without a recording is checked only against
-  // our reading of its source.
+  // Every op is pinned to the real thing (the framework, or the instruction its contract names): an
+  // op without a recording is checked only against our reading of its source.
   for (const OpInfo& op : builtin_registry().ops())
-    EXPECT_TRUE(ops_recorded.count(op.name)) << op.name << " has no recording of eager PyTorch in peers/torch";
+    EXPECT_TRUE(ops_recorded.count(op.name)) << op.name << " has no recording of eager PyTorch (peers/torch) or of the hardware (peers/hw)";
 }
 
 }  // namespace

@@ -196,6 +196,31 @@ Impl grad_finalize_divides(const Registry& registry) {
   });
 }
 
+// The GEMM as a CUDA-core loop: each product added to an fp32 accumulator rounded to nearest, one
+// at a time, instead of the tensor core's fused step over 16 products (truncation below 2^(Emax-25),
+// toward zero).
+Impl gemm_sequential_fp32(const Registry& registry) {
+  const Impl reference = reference_impl(registry, "gemm", "fixed_order");
+  return in_direction(reference, Direction::kForward, [](const Case& c, const ContractInfo&) {
+    const Tensor& a = *c.input("a");
+    const Tensor& b = *c.input("b");
+    const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
+    Tensor out(DType::kBF16, {M, N});
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        float acc = 0.0f;
+        for (int64_t k = 0; k < K; ++k) {
+          const float product = a.f32(m * K + k) * b.f32(k * N + n);
+          acc = acc + product;
+        }
+        out.set_f32(m * N + n, ref::canonical(acc));
+      }
+    TensorMap result{{"out", out}};
+    ref::canonicalize_nans(result.at("out"));
+    return result;
+  });
+}
+
 }  // namespace
 
 std::vector<PlantedBug> planted_bugs(const Registry& r) {
@@ -251,6 +276,10 @@ std::vector<PlantedBug> planted_bugs(const Registry& r) {
        2, swapped(r, "cross_entropy", "megatron_eager", "fused", fwd), 60},  // rows of up to 151552 logits
       {"grad_finalize_divides", "grad_finalize", "megatron_aligned",
        "main_grad / dp_size instead of main_grad * f32(1 / dp_size)", 2, grad_finalize_divides(r)},
+      {"gemm_sequential_fp32", "gemm", "fixed_order",
+       "the products added one at a time to an fp32 accumulator rounded to nearest (a CUDA-core loop) instead "
+       "of the tensor core's fused step over 16 products, truncated and rounded toward zero (rule 13)",
+       2, gemm_sequential_fp32(r)},
   };
   return bugs;
 }

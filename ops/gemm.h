@@ -1,0 +1,17 @@
+// The expert MLP's GEMM (spec OP-10, rule 13): out = a @ b in bf16 with fp32 accumulation and one
+// rounding. Its contracts differ in the order in which the K products enter the accumulator.
+#pragma once
+
+#include <cstdint>
+
+#include "core/registry.h"
+
+namespace bitparity::ops {
+
+OpInfo gemm();  // ops/gemm.cpp
+
+// fixed_order's K-chunk: the products of one tensor-core MMA step (m16n8k16), which enter the fp32
+// accumulator together, chunks in ascending k (reference/gemm.h states the arithmetic).
+inline constexpr int64_t kGemmChunk = 16;
+
+}  // namespace bitparity::ops

@@ -1,0 +1,165 @@
+// The reference's model of the tensor core's MMA step (spec rule 13) on hand-made terms: each
+// expected pattern is worked out from the rule in the comment beside it, and each case is chosen so
+// that a neighbouring model (rounding to nearest, no truncation, a renormalised product exponent,
+// another chunk order) gives a different pattern.
+#include "reference/gemm.h"
+
+#include <array>
+#include <cstdint>
+
+#include <gtest/gtest.h>
+
+#include "core/case.h"
+#include "ops/builtin.h"
+
+namespace bitparity::ref {
+namespace {
+
+constexpr uint16_t kOne = 0x3F80, kMinusOne = 0xBF80, kZero = 0x0000, kMinusZero = 0x8000;
+constexpr uint16_t kOneAndHalf = 0x3FC0;  // 1.5
+constexpr uint16_t kInf = 0x7F80, kMinusInf = 0xFF80, kNan = 0x7FC0;
+
+// A bf16 power of two, 2^e for e in [-126, 127].
+constexpr uint16_t pow2(int e) { return static_cast<uint16_t>((e + 127) << 7); }
+
+struct Chunk {
+  std::array<uint16_t, kMmaChunk> a{}, b{};
+  int used = 0;
+  Chunk& add(uint16_t x, uint16_t y) {
+    a[static_cast<size_t>(used)] = x;
+    b[static_cast<size_t>(used)] = y;
+    ++used;
+    return *this;
+  }
+  uint32_t step(uint32_t c = 0) const { return mma_bf16_step(a.data(), b.data(), c); }
+};
+
+TEST(MmaStep, RoundsTheFusedSumTowardZero) {
+  // 1 + 1.5 * 2^-24 = 1 + 0.75 ulp(1): nearest is 1 + 2^-23 (0x3F800001), toward zero 1 (0x3F800000).
+  EXPECT_EQ(Chunk().add(kOne, kOne).add(kOneAndHalf, pow2(-24)).step(), 0x3F800000u);
+  // 1 - 2^-24 is exact in fp32: 0x3F7FFFFF either way.
+  EXPECT_EQ(Chunk().add(kOne, kOne).add(kMinusOne, pow2(-24)).step(), 0x3F7FFFFFu);
+  // Toward zero for negative sums too: -(1 + 0.75 ulp) gives -1.
+  EXPECT_EQ(Chunk().add(kMinusOne, kOne).add(kOneAndHalf, 0x8000 | pow2(-24)).step(), 0xBF800000u);
+}
+
+TEST(MmaStep, TruncatesEachTermBelowTwoToTheLargestTagMinus25) {
+  // 1 + 15 * 2^-26: exact, then toward zero, is 1 + 2^-23; but each 2^-26 (tag -26) truncates to a
+  // multiple of 2^(0 - 25) first, i.e. to 0, so the step gives 1.
+  Chunk c;
+  c.add(kOne, kOne);
+  for (int i = 0; i < 15; ++i) c.add(pow2(-13), pow2(-13));
+  EXPECT_EQ(c.step(), 0x3F800000u);
+  // A term at exactly 2^-25 is kept: 1 + 2 * 2^-25 = 1 + 2^-24 toward zero gives 1, but 1 + 4 * 2^-25
+  // = 1 + 2^-23 is exact.
+  Chunk d;
+  d.add(kOne, kOne);
+  for (int i = 0; i < 4; ++i) d.add(pow2(-25), kOne);
+  EXPECT_EQ(d.step(), 0x3F800001u);
+}
+
+TEST(MmaStep, AProductInTwoToFourKeepsItsUnnormalisedTag) {
+  // 1.5 * 1.5 = 2.25 has tag 0 (not 1), so q = -25 and -2^-25 survives: 2.25 - 2^-25 toward zero is
+  // the fp32 value below 2.25 (0x400FFFFF). A renormalised tag would truncate it: 2.25 (0x40100000).
+  EXPECT_EQ(Chunk().add(kOneAndHalf, kOneAndHalf).add(0x8000 | pow2(-25), kOne).step(), 0x400FFFFFu);
+}
+
+TEST(MmaStep, TheAccumulatorIsOneOfTheFusedTerms) {
+  // c = 1.0f with 3 * 2^-25 added in the step: 1 + 0.75 ulp toward zero = 1.
+  EXPECT_EQ(Chunk().add(0x4040 /* 3 */, pow2(-25)).step(0x3F800000u), 0x3F800000u);
+  // c = 2^30 sets Emax: a product of 1 truncates to 0 below 2^5, so d = c exactly.
+  EXPECT_EQ(Chunk().add(kOne, kOne).step(0x4E800000u), 0x4E800000u);
+  // c = 2^-25 beside a product of 1: kept (a multiple of 2^-25), 1 + 2^-25 toward zero = 1.
+  EXPECT_EQ(Chunk().add(kOne, kOne).step(0x33000000u), 0x3F800000u);
+}
+
+TEST(MmaStep, SubnormalsDecodeWithoutAHiddenBitAndStay) {
+  // bf16 0x0001 is 2^-133 (e = -126, significand 1/128); times 1 it is the fp32 subnormal 2^-133 =
+  // 2^16 * 2^-149: 0x00010000.
+  EXPECT_EQ(Chunk().add(0x0001, kOne).step(), 0x00010000u);
+  // An fp32 subnormal c alone passes through: 2^-149.
+  EXPECT_EQ(Chunk().step(0x00000001u), 0x00000001u);
+  // -2^-100 * 2^-60 = -2^-160 rounds toward zero to 0, which the H200 writes as +0, not -0.
+  EXPECT_EQ(Chunk().add(0x8000 | pow2(-100), pow2(-60)).step(), 0x00000000u);
+  // Terms below 2^-149 still count: two products of -0.75 * 2^-149 (-1.5 * 2^-75 times 2^-75) sum to
+  // -1.5 * 2^-149, toward zero -2^-149 (0x80000001), where truncating each term at 2^-149 first would
+  // give +0; and 2^-134 + 2 * 0.75 * 2^-149 gives 2^-134 + 2^-149 (0x00008001).
+  constexpr uint16_t kThreeQuarters = 0x1A40, kTwoToMinus75 = 0x1A00;
+  EXPECT_EQ(Chunk().add(0x8000 | kThreeQuarters, kTwoToMinus75).add(0x8000 | kThreeQuarters, kTwoToMinus75).step(),
+            0x80000001u);
+  EXPECT_EQ(Chunk().add(pow2(-67), pow2(-67)).add(kThreeQuarters, kTwoToMinus75).add(kThreeQuarters, kTwoToMinus75).step(),
+            0x00008001u);
+}
+
+TEST(MmaStep, ZerosAndSpecials) {
+  // An exact-zero sum is +0, even from -0 terms and a -0 accumulator.
+  EXPECT_EQ(Chunk().add(kMinusZero, kOne).add(kMinusOne, kZero).step(0x80000000u), 0x00000000u);
+  EXPECT_EQ(Chunk().add(kOne, kOne).add(kMinusOne, kOne).step(), 0x00000000u);
+  // NaN, Inf * 0, and +Inf with -Inf give 0x7FFFFFFF; otherwise an Inf gives that Inf.
+  EXPECT_EQ(Chunk().add(kNan, kOne).step(), 0x7FFFFFFFu);
+  EXPECT_EQ(Chunk().add(kInf, kZero).step(), 0x7FFFFFFFu);
+  EXPECT_EQ(Chunk().add(kInf, kOne).add(kMinusInf, kOne).step(), 0x7FFFFFFFu);
+  EXPECT_EQ(Chunk().add(kInf, kMinusOne).add(kOne, kOne).step(), 0xFF800000u);
+  EXPECT_EQ(Chunk().add(kOne, kOne).step(0x7F800000u), 0x7F800000u);
+  EXPECT_EQ(Chunk().add(kInf, kOne).step(0xFF800000u), 0x7FFFFFFFu);
+  EXPECT_EQ(Chunk().add(kOne, kOne).step(0x7FC00000u), 0x7FFFFFFFu);
+  // A finite sum beyond fp32's range: 2^127 * 2 = 2^128 gives +Inf (exponent overflow).
+  EXPECT_EQ(Chunk().add(pow2(127), pow2(1)).step(), 0x7F800000u);
+}
+
+TEST(FixedOrderDot, ChunksEnterInAscendingK) {
+  // k 0..15: 1 * 1, then k 16..30: fifteen 2^-26. Ascending: the accumulator 1 truncates each 2^-26
+  // to 0: 1. The other order would give 15 * 2^-26 first, exactly, then 1 + (15 * 2^-26 truncated
+  // to 14 * 2^-26) toward zero = 1 + 2^-23.
+  std::array<uint16_t, 31> a{}, b{};
+  a[0] = b[0] = kOne;
+  for (int k = 16; k < 31; ++k) a[k] = b[k] = pow2(-13);
+  EXPECT_EQ(fixed_order_dot(a.data(), 1, b.data(), 1, 31), 0x3F800000u);
+  std::array<uint16_t, 31> ra{}, rb{};
+  for (int k = 0; k < 15; ++k) ra[k] = rb[k] = pow2(-13);
+  ra[16] = rb[16] = kOne;
+  EXPECT_EQ(fixed_order_dot(ra.data(), 1, rb.data(), 1, 31), 0x3F800001u);
+}
+
+TEST(FixedOrderDot, EmptyKAndStrides) {
+  // K = 0 gives +0.
+  EXPECT_EQ(fixed_order_dot(nullptr, 1, nullptr, 1, 0), 0x00000000u);
+  // Strides: b read down a column of a [K, 2] matrix.
+  const std::array<uint16_t, 4> column_major_b = {kOne, kMinusOne, kOneAndHalf, kOne};  // b[:, 0] = (1, 1.5)
+  const std::array<uint16_t, 2> row = {kOne, kOne};
+  EXPECT_EQ(fixed_order_dot(row.data(), 1, column_major_b.data(), 2, 2), 0x40200000u);  // 1 + 1.5 = 2.5
+}
+
+TEST(GemmReference, OutputsRoundTheAccumulatorToBf16Once) {
+  // a = [[1, 3, 0], [1, 1, 1]], b = [[1], [2^-25], [0]]: both accumulators are 1 + (3 or 1) * 2^-25
+  // toward zero, 1.0f, so bf16 1 (0x3F80).
+  Case c;
+  c.op = "gemm";
+  c.direction = Direction::kForward;
+  Tensor a(DType::kBF16, {2, 3}), b(DType::kBF16, {3, 1});
+  const uint16_t av[] = {kOne, 0x4040 /* 3 */, kZero, kOne, kOne, kOne};
+  for (int i = 0; i < 6; ++i) a.set_bits(i, av[i]);
+  b.set_bits(0, kOne);
+  b.set_bits(1, pow2(-25));
+  c.inputs["a"] = a;
+  c.inputs["b"] = b;
+  const Registry& r = builtin_registry();
+  const ContractInfo& contract = *r.op("gemm")->contract("fixed_order");
+  TensorMap out = (*r.impl("gemm", "ref:fixed_order"))(c, contract);
+  ASSERT_EQ(out.at("out").shape(), (Shape{2, 1}));
+  EXPECT_EQ(out.at("out").bits(0), 0x3F80u);
+  EXPECT_EQ(out.at("out").bits(1), 0x3F80u);
+
+  // b = [[1], [2^-8], [2^-9]]: row 0 is 1 + 3 * 2^-8 = 1 + 1.5 * 2^-7, exactly the tie between
+  // 0x3F81 and 0x3F82, which RNE sends to the even 0x3F82 (toward zero would give 0x3F81); row 1 is
+  // 1 + 0.75 * 2^-7, nearest 0x3F81.
+  b.set_bits(1, pow2(-8));
+  b.set_bits(2, pow2(-9));
+  c.inputs["b"] = b;
+  out = (*r.impl("gemm", "ref:fixed_order"))(c, contract);
+  EXPECT_EQ(out.at("out").bits(0), 0x3F82u);
+  EXPECT_EQ(out.at("out").bits(1), 0x3F81u);
+}
+
+}  // namespace
+}  // namespace bitparity::ref
