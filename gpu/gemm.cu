@@ -43,8 +43,11 @@ struct Tiles {
 using SmallTiles = Tiles<32, 16, 128, 1, 1, 4>;
 // M up to 256: 64 x 64, four warps of 32 x 32.
 using MediumTiles = Tiles<64, 64, 64, 2, 2, 4>;
-// Larger M: 128 x 256, eight warps of 64 x 64.
+// Larger M: 128 x 256, eight warps of 64 x 64 (one block an SM: 196 registers a thread); or 128 x
+// 128, four warps of 64 x 64 (two blocks an SM).
 using LargeTiles = Tiles<128, 256, 32, 2, 4, 4>;
+using LargeTilesTwoBlocks = Tiles<128, 128, 32, 2, 2, 4>;
+constexpr int kLargeDefaultIlp = 1;
 
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -224,7 +227,13 @@ void launch_gemm_fixed_order(const Gemm& g) {
   switch (gemm_tiles(g)) {
     case GemmTiles::kSmall: launch_tiles<SmallTiles>(g); break;
     case GemmTiles::kMedium: launch_tiles<MediumTiles>(g); break;
-    case GemmTiles::kLarge: launch_tiles<LargeTiles>(g); break;
+    case GemmTiles::kLarge:
+      if ((g.ilp == 0 ? kLargeDefaultIlp : g.ilp) == 1) {
+        launch_tiles<LargeTiles>(g);
+      } else {
+        launch_tiles<LargeTilesTwoBlocks>(g);
+      }
+      break;
   }
 }
 

@@ -22,6 +22,7 @@ BoundLaunch bind_fixed_order(const KernelArgs& k) {
   g.b = b.data();
   g.out = required(k.outputs, "out").data();
   g.stream = k.stream;
+  g.ilp = k.ilp;
   return [g] { launch_gemm_fixed_order(g); };
 }
 
