@@ -19,7 +19,7 @@ struct Gemm {
   void* stream = nullptr;  // a cudaStream_t; nullptr is the default stream
   // The ILP knob (gpu/common/ilp.h) for the large tiles, M > kGemmMediumMaxM: the blocks an SM keeps
   // in flight. 1: 128 x 256 tiles of 8 warps, one block an SM; 2 or 4: 128 x 128 tiles of 4 warps
-  // (64 x 64 each), two blocks an SM; kIlpDefault: the measured best. Changes no bit.
+  // (64 x 64 each), two blocks an SM; kIlpDefault: the measured best (2). Changes no bit.
   int ilp = 0;
 };
 void launch_gemm_fixed_order(const Gemm& args);
