@@ -95,6 +95,10 @@ struct ReferenceInput {
   // The bytes a kernel must move for this input, where that is not every input read once and every
   // output written once (a lookup that reads a few rows of a large table); 0: that default.
   size_t bytes = 0;
+  // The floating-point operations one launch performs, for an op whose roofline is its arithmetic
+  // (a GEMM: 2 M N K): benchmarks then report TFLOP/s against the device's peak beside the bytes;
+  // 0: the op is judged by its bytes against the copy alone.
+  double flops = 0;
 };
 
 struct OpInfo {

@@ -314,7 +314,7 @@ std::vector<ReferenceInput> reference_inputs(Direction) {
                      c.inputs["b"] = moderate({d.K, d.N}, 32);
                      return c;
                    },
-                   d.bench_only});
+                   d.bench_only, 0, 2.0 * static_cast<double>(d.M) * static_cast<double>(d.K) * static_cast<double>(d.N)});
   return out;
 }
 
