@@ -160,11 +160,7 @@ TensorMap fixed_order(const Case& c, const ContractInfo&) {
   Tensor out(DType::kBF16, {M, N});
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      const uint32_t acc = fixed_order_dot(ap + m * K, 1, bp + n, N, K);
-      float value;
-      static_assert(sizeof(value) == sizeof(acc));
-      __builtin_memcpy(&value, &acc, sizeof(value));
-      out.set_f32(m * N + n, value);
+      out.set_f32(m * N + n, f32_from_bits(fixed_order_dot(ap + m * K, 1, bp + n, N, K)));
     }
   return {{"out", out}};
 }

@@ -17,7 +17,11 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "core/random.h"
+
 namespace {
+
+using bitparity::splitmix64_next;
 
 #define CHECK(x)                                                                          \
   do {                                                                                    \
@@ -63,16 +67,9 @@ __global__ void tile_kernel(const uint16_t* a, const uint16_t* b, uint16_t* out,
   }
 }
 
-uint64_t next(uint64_t& s) {  // splitmix64
-  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 // A bf16 with exponent uniform in [lo, hi] (below -126: a subnormal), random sign and mantissa.
 uint16_t value(uint64_t& s, int lo, int hi) {
-  const uint64_t r = next(s);
+  const uint64_t r = splitmix64_next(s);
   const int e = lo + static_cast<int>((r >> 8) % static_cast<uint64_t>(hi - lo + 1));
   const uint16_t sign = (r & 1) ? 0x8000 : 0, mantissa = static_cast<uint16_t>((r >> 32) & 0x7F);
   if (e < -126) return static_cast<uint16_t>(sign | ((0x80 | mantissa) >> (1 + (-126 - e < 6 ? -126 - e : 6))) | 1);
@@ -89,9 +86,9 @@ void fill(std::vector<uint16_t>& x, uint64_t& s, int family) {
       case 1: v = value(s, -30, 30); break;
       case 2: v = value(s, -133, -40); break;
       case 3: v = value(s, 30, 127); break;
-      case 5: v = next(s) % 8 == 0 ? kSpecials[next(s) % 9] : value(s, -6, 6); break;
+      case 5: v = splitmix64_next(s) % 8 == 0 ? kSpecials[splitmix64_next(s) % 9] : value(s, -6, 6); break;
       default: {  // small integers: every sum exact
-        const int n = static_cast<int>(next(s) % 17) - 8;
+        const int n = static_cast<int>(splitmix64_next(s) % 17) - 8;
         const float f = static_cast<float>(n);
         uint32_t bits;
         std::memcpy(&bits, &f, 4);
@@ -189,9 +186,9 @@ int main(int argc, char** argv) {
   uint64_t s = seed;
   static const int64_t kInner[] = {0, 1, 7, 15, 16, 17, 31, 32, 33, 48, 64, 100, 160};
   for (int i = 0; i < cases; ++i) {
-    const int64_t M = 1 + static_cast<int64_t>(next(s) % 40), N = 1 + static_cast<int64_t>(next(s) % 24);
-    const int64_t K = kInner[next(s) % (sizeof kInner / sizeof kInner[0])];
-    const int family = static_cast<int>(next(s) % 7);
+    const int64_t M = 1 + static_cast<int64_t>(splitmix64_next(s) % 40), N = 1 + static_cast<int64_t>(splitmix64_next(s) % 24);
+    const int64_t K = kInner[splitmix64_next(s) % (sizeof kInner / sizeof kInner[0])];
+    const int family = static_cast<int>(splitmix64_next(s) % 7);
     std::vector<uint16_t> a(static_cast<size_t>(M * K)), b(static_cast<size_t>(K * N));
     fill(a, s, family);
     fill(b, s, family == 2 ? 1 : family);  // tiny a times spread b: products near fp32's subnormals
