@@ -108,6 +108,7 @@ void fill_run_info(reports::RunInfo& run, const CampaignOptions& options, const 
 struct PairOutcome {
   const BackendPair* pair = nullptr;
   DiffVerdict verdict = DiffVerdict::kSkip;
+  bool bounded = false;                           // judged by a contract's error bound (DiffResult)
   std::string kind;                               // the finding kind, or the skip reason
   std::map<std::string, int64_t> ulp_histogram;   // over the outputs that differ in bits
   std::string signature;                          // findings only
@@ -223,6 +224,7 @@ class Campaign {
     PairOutcome o;
     o.pair = &pair;
     o.verdict = r.verdict;
+    o.bounded = r.bounded;
     o.kind = r.kind;
     o.ulp_histogram = ulp_histogram_of(r);
     if (r.verdict != DiffVerdict::kFinding) return o;
@@ -255,7 +257,7 @@ class Campaign {
       reports::PairCounts& counts = counts_for(target, *o.pair);
       ++counts.cases;
       for (const auto& [bucket, n] : o.ulp_histogram) counts.ulp_histogram[bucket] += n;
-      if (o.verdict == DiffVerdict::kAgree) ++counts.agreements;
+      if (o.verdict == DiffVerdict::kAgree) ++(o.bounded ? counts.bounded_agreements : counts.agreements);
       if (o.verdict == DiffVerdict::kSkip) ++counts.skips[o.kind];
       if (o.verdict == DiffVerdict::kFinding) commit_finding(target, o, counts, r.global);
     }

@@ -75,7 +75,7 @@ DiffResult CaseRunner::diff(const Case& c, const BackendPair& pair) const {
   };
   const Outcome a = side(pair.a);
   const Outcome b = side(pair.b);
-  return corpus::classify(c, pair, a, b, options_);
+  return corpus::classify(registry_, c, pair, a, b, options_);
 }
 
 std::vector<std::optional<DiffResult>> CaseRunner::run_pairs(const Case& c, const std::vector<BackendPair>& pairs) const {
@@ -93,7 +93,7 @@ std::vector<std::optional<DiffResult>> CaseRunner::run_pairs(const Case& c, cons
     if (pair.twice()) again = run_side(pair.b, c);
     const std::optional<Outcome>& b = pair.twice() ? again : side(pair.b);
     if (!a || !b) results.emplace_back();
-    else results.emplace_back(corpus::classify(c, pair, *a, *b, options_));
+    else results.emplace_back(corpus::classify(registry_, c, pair, *a, *b, options_));
   }
   return results;
 }

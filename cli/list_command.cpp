@@ -30,9 +30,12 @@ void print_op(std::ostream& out, const Registry& registry, const OpInfo& op) {
   for (const AttrSpec& a : op.attrs)
     out << "      " << a.name << " (" << attr_type_name(a.type) << "): " << a.doc << "\n";
   out << "    contracts:\n";
-  for (const ContractInfo& c : op.contracts)
+  for (const ContractInfo& c : op.contracts) {
     out << "      " << c.name << ": " << c.doc
         << (c.derived_from.empty() ? "" : " [derived from " + c.derived_from + "]") << "\n";
+    if (c.error_bound) out << "        judged within an error bound, not bit for bit: " << c.bound_doc << "\n";
+    if (c.order_depends_on_shape) out << "        its order depends on the shape: a row's bits may change with the row count\n";
+  }
   std::string impls;
   for (const std::string& impl : registry.impls_of(op.name)) impls += (impls.empty() ? "" : ", ") + impl;
   out << "    implementations: " << (impls.empty() ? "none" : impls) << "\n";

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <stdexcept>
 
 namespace bitparity {
 namespace {
@@ -66,6 +67,47 @@ double ulps_from_truth(DType dtype, uint64_t bits, double truth) {
 }
 
 }  // namespace
+
+namespace {
+
+// Whether `value` may stand for a true value within [truth - bound, truth + bound] once rounded
+// into `dtype`: an infinity where the interval reaches past the largest finite value's rounding
+// boundary on its side.
+bool within_bound(DType dtype, double value, double truth, double bound) {
+  if (std::isinf(bound)) return true;
+  if (std::isnan(truth)) return std::isnan(value);
+  if (std::isnan(value)) return false;
+  if (std::isinf(truth)) return value == truth;
+  if (std::isinf(value)) {
+    const uint64_t max_bits = from_double(dtype, INFINITY) - 1;
+    const double max = to_double(dtype, max_bits);
+    const double overflow = max + (max - to_double(dtype, max_bits - 1)) / 2;
+    return value > 0 ? truth + bound >= overflow : truth - bound <= -overflow;
+  }
+  return std::fabs(value - truth) <= bound;
+}
+
+}  // namespace
+
+BoundCheck check_bound(const Tensor& t, const ElementBounds& bounds) {
+  const auto n = static_cast<size_t>(t.numel());
+  if (bounds.truth.size() != n || bounds.bound.size() != n)
+    throw std::logic_error("check_bound: " + std::to_string(bounds.truth.size()) + " truths and " +
+                           std::to_string(bounds.bound.size()) + " bounds for " + std::to_string(n) + " elements");
+  BoundCheck check;
+  for (size_t i = 0; i < n; ++i) {
+    const double value = t.f64(static_cast<int64_t>(i)), truth = bounds.truth[i], bound = bounds.bound[i];
+    if (std::isfinite(value) && std::isfinite(truth) && std::isfinite(bound) && bound > 0)
+      check.worst_ratio = std::max(check.worst_ratio, std::fabs(value - truth) / bound);
+    if (within_bound(t.dtype(), value, truth, bound)) continue;
+    if (!check.outside++) {
+      check.first = static_cast<int64_t>(i);
+      check.position = unravel(static_cast<int64_t>(i), t.shape());
+      check.value = value, check.truth = truth, check.bound = bound;
+    }
+  }
+  return check;
+}
 
 std::string ulp_bucket(std::optional<uint64_t> ulps) {
   if (!ulps) return "nan";

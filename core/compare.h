@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/case.h"
+#include "core/registry.h"
 
 namespace bitparity {
 
@@ -63,6 +64,17 @@ struct Arbitration {
   std::string closer;  // "a", "b", "tie"
 };
 Arbitration arbitrate(DType dtype, uint64_t a_bits, uint64_t b_bits, double truth);
+
+// One output of one side against a contract's error bound (registry.h ElementBounds).
+struct BoundCheck {
+  int64_t outside = 0;                  // elements outside the bound
+  std::optional<int64_t> first;         // the first of them (row-major index)
+  Shape position;                       // its index per dimension
+  double value = 0, truth = 0, bound = 0;  // at the first
+  double worst_ratio = 0;               // the largest |value - truth| / bound over finite elements
+};
+// Throws std::logic_error when the bounds do not have one truth and one bound per element.
+BoundCheck check_bound(const Tensor& t, const ElementBounds& bounds);
 
 // The PyTorch-style message:
 //   swiglu_scale bwd cuda:paddle_fused vs ref:paddle_fused: not bit-identical

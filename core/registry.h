@@ -47,6 +47,15 @@ enum class ClampGate {
   kPresent,   // `clamp_value is not None` (Megatron's unfused glu(): a value <= 0 clamps everything)
 };
 
+// One output's elements under a contract's error bound (ContractInfo::error_bound): an element
+// agrees when it is within `bound[i]` of `truth[i]`. A NaN truth asks for a NaN, an infinite truth
+// for that infinity; an infinite bound accepts anything (a partial sum that may overflow); an
+// infinite element is accepted where the interval reaches past the dtype's largest finite value on
+// its side.
+struct ElementBounds {
+  std::vector<double> truth, bound;
+};
+
 struct ContractInfo {
   std::string name;
   std::string doc;
@@ -57,6 +66,18 @@ struct ContractInfo {
   // such a contract is judged by the determinism property (same case twice, same bits), which is
   // expected to find the order it depends on, not by bit equality with the reference.
   bool order_of_arrival = false;
+  // Set for a contract whose order of operations is unknown (a library's GEMM, whose algorithm
+  // NVIDIA chooses): its outputs are judged against the op's true value within an error bound
+  // derived from the arithmetic, element by element, never bit for bit (finding kind
+  // ulp_over_budget), and reports count such agreements apart from the bit-exact ones. Returns, per
+  // output it covers, each element's truth and bound; `bound_doc` states the derivation.
+  std::function<std::map<std::string, ElementBounds>(const Case&)> error_bound = {};
+  std::string bound_doc = {};
+  // The implementation picks its order from the whole shape (cuBLAS chooses an algorithm, a tile and
+  // a split-K for each M, N and K), so a row's bits may change with the number of rows: the batch
+  // invariance properties report where they do, minimized, as findings of the contract
+  // (invariance_violation), and do not fail on them.
+  bool order_depends_on_shape = false;
 };
 
 // What a signature records about a case besides the op and the finding: coarse classes that

@@ -2,6 +2,7 @@
 // contracts differ on known inputs (testing/toy_op.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -68,6 +69,66 @@ TEST_F(CorpusTest, ClassifiesEveryKindOfOutcome) {
   Case rank3 = without_three;
   rank3.inputs["x"] = Tensor(DType::kBF16, {1, 1, 2});
   EXPECT_EQ(diff_case(registry, rank3, {"ref:exact", "ref:strict"}).verdict, DiffVerdict::kAgree);  // both "shape"
+}
+
+// The toy registry with the sloppy contract judged by an error bound of `bound` around the oracle,
+// on `outputs` only.
+Registry bounded_registry(double bound, std::vector<std::string> outputs) {
+  const Registry fake = make_fake_registry();
+  OpInfo op = testing::toy_op();
+  for (ContractInfo& contract : op.contracts)
+    if (contract.name == "sloppy")
+      contract.error_bound = [bound, outputs, oracle = op.oracle](const Case& c) {
+        std::map<std::string, ElementBounds> out;
+        for (const auto& [name, truth] : oracle(c))
+          if (std::find(outputs.begin(), outputs.end(), name) != outputs.end())
+            out[name] = ElementBounds{truth, std::vector<double>(truth.size(), bound)};
+        return out;
+      };
+  Registry r;
+  r.add_op(op);
+  r.add_backend(*fake.backend("ref"));
+  for (const char* contract : {"exact", "sloppy"})
+    r.add_impl("toy", "ref", contract, *fake.impl("toy", std::string("ref:") + contract));
+  return r;
+}
+
+TEST_F(CorpusTest, ABoundedContractIsJudgedAgainstTheTruthWithinItsBound) {
+  // 3.0 comes out one bf16 ulp (2^-6) high on ref:sloppy, and so does its row's sum.
+  const Registry wide = bounded_registry(0.1, {"y", "y_sum"});
+  DiffResult r = diff_case(wide, with_three, kExactVsSloppy);
+  EXPECT_EQ(r.verdict, DiffVerdict::kAgree) << r.message;
+  EXPECT_TRUE(r.bounded);
+  EXPECT_NE(r.message.find("within the error bound of contract sloppy"), std::string::npos) << r.message;
+  // Bit-identical sides are a plain agreement, not a bounded one.
+  r = diff_case(wide, without_three, kExactVsSloppy);
+  EXPECT_EQ(r.verdict, DiffVerdict::kAgree);
+  EXPECT_FALSE(r.bounded);
+  // A bound below the ulp: the sloppy side is outside, the exact one is not.
+  const Registry tight = bounded_registry(1e-3, {"y", "y_sum"});
+  r = diff_case(tight, with_three, kExactVsSloppy);
+  ASSERT_EQ(r.verdict, DiffVerdict::kFinding) << r.message;
+  EXPECT_EQ(r.kind, kUlpOverBudget);
+  EXPECT_EQ(r.output, "y");
+  ASSERT_TRUE(r.excess);
+  EXPECT_EQ(r.excess->backend, "ref:sloppy");
+  EXPECT_EQ(r.excess->outside, 1);
+  EXPECT_EQ(r.excess->truth, 3.0);
+  EXPECT_EQ(r.excess->value, 3.0 + 1.0 / 64);
+  const nlohmann::json first = first_mismatch_json(r);
+  EXPECT_EQ(first.at("a_bits"), "0x4040");
+  EXPECT_EQ(first.at("b_bits"), "0x4041");
+  EXPECT_EQ(first.at("bound").at("backend"), "ref:sloppy");
+  EXPECT_TRUE(is_differential_kind(r.kind));
+  // An output the bound does not cover stays a bit mismatch, named as such: y_sum is 3 + 2^-6 exactly,
+  // and 3 + 2^-5 from the sloppy y.
+  r = diff_case(bounded_registry(0.1, {"y"}), toy_case(1, 2, {3.0f, 0.015625f}), kExactVsSloppy);
+  EXPECT_EQ(r.kind, kBitMismatch);
+  EXPECT_EQ(r.output, "y_sum");
+  // One backend twice is judged bit for bit, bound or not.
+  r = classify(tight, with_three, {"ref:sloppy", "ref:sloppy"}, run_side(tight, "ref:sloppy", with_three),
+               run_side(tight, "ref:exact", with_three));
+  EXPECT_EQ(r.kind, kNondeterminism);
 }
 
 TEST_F(CorpusTest, SignatureIgnoresPairOrderButNotClasses) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -43,6 +44,18 @@ DiffResult error_mismatch(const Case& c, const BackendPair& pair, const Outcome&
   return r;
 }
 
+// A double for JSON, which has no Inf or NaN: "inf", "-inf", "nan" as text.
+json finite_or_text(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
+
+std::string position_text(const Shape& position) {
+  std::string s = "[";
+  for (size_t i = 0; i < position.size(); ++i) s += (i ? ", " : "") + std::to_string(position[i]);
+  return s + "]";
+}
+
 // ulps of the truth may be infinite (a non-finite side against a finite truth); JSON has no Inf.
 json ulps_json(double ulps) { return std::isfinite(ulps) ? json(ulps) : json("inf"); }
 
@@ -56,7 +69,7 @@ bool BackendPair::same_contract() const {
 
 bool is_differential_kind(std::string_view kind) {
   return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch || kind == kBackendError ||
-         kind == kNondeterminism || kind == kDeviceFault;
+         kind == kNondeterminism || kind == kDeviceFault || kind == kUlpOverBudget;
 }
 
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c) {
@@ -168,11 +181,79 @@ DiffResult classify_outcomes(const Case& c, const BackendPair& pair, const Outco
   return r;
 }
 
+// The contract of either side that carries an error bound (the first side's first), or nullptr.
+const ContractInfo* bounded_contract(const Registry& registry, const Case& c, const BackendPair& pair) {
+  const OpInfo* op = registry.op(c.op);
+  if (!op || pair.twice()) return nullptr;
+  for (const std::string& backend : {pair.a, pair.b}) {
+    const ContractInfo* contract = op->contract(split_backend_name(backend).second);
+    if (contract && contract->error_bound) return contract;
+  }
+  return nullptr;
+}
+
+std::string format_number(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+// A bit mismatch judged by `contract`'s error bound: every output that differs in bits and that the
+// bound covers, both sides; an output the bound does not cover stays a bit mismatch.
+void judge_by_bound(const ContractInfo& contract, const Case& c, const BackendPair& pair, const Outcome& a,
+                    const Outcome& b, DiffResult& r) {
+  const std::map<std::string, ElementBounds> bounds = contract.error_bound(c);
+  for (const OutputComparison& o : r.comparison->outputs) {
+    if (!o.mismatches) continue;
+    const auto covered = bounds.find(o.name);
+    if (covered == bounds.end()) {  // an output that differs outside the bound's cover: a bit mismatch
+      r.bounded = false;
+      r.output = o.name;
+      return;
+    }
+    for (const auto& [backend, side] : {std::pair{pair.a, &a}, std::pair{pair.b, &b}}) {
+      const Tensor& t = side->outputs->at(o.name);
+      const BoundCheck check = check_bound(t, covered->second);
+      if (!check.outside) continue;
+      const auto i = *check.first;
+      r.kind = kUlpOverBudget;
+      r.output = o.name;
+      r.excess = BoundExcess{o.name,
+                             backend,
+                             check.outside,
+                             i,
+                             check.position,
+                             a.outputs->at(o.name).bits(i),
+                             b.outputs->at(o.name).bits(i),
+                             check.value,
+                             check.truth,
+                             check.bound};
+      r.message = case_title(c) + " " + pair.name() + ": outside the error bound of contract " + contract.name +
+                  "\n" + std::to_string(check.outside) + " / " + std::to_string(o.numel) + " elements of " + o.name +
+                  " from " + backend + " beyond the bound; first at " + o.name + position_text(check.position) +
+                  ": " + format_number(check.value) + ", true value " + format_number(check.truth) + ", bound " +
+                  format_number(check.bound) + "\n" + r.message;
+      return;
+    }
+  }
+  r.verdict = DiffVerdict::kAgree;
+  r.kind.clear();
+  r.output.clear();
+  r.message = case_title(c) + " " + pair.name() + ": within the error bound of contract " + contract.name +
+              " (bits differ)\n" + r.message;
+}
+
 }  // namespace
 
-DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
-                    const CompareOptions& options) {
+DiffResult classify(const Registry& registry, const Case& c, const BackendPair& pair, const Outcome& a,
+                    const Outcome& b, const CompareOptions& options) {
   DiffResult r = classify_outcomes(c, pair, a, b, options);
+  if (r.verdict == DiffVerdict::kFinding && r.kind == verdict_name(Verdict::kBitMismatch)) {
+    if (const ContractInfo* contract = bounded_contract(registry, c, pair)) {
+      r.bounded = true;
+      judge_by_bound(*contract, c, pair, a, b, r);
+    }
+  }
   // One backend twice: a backend error or a device fault is still that, any other difference is nondeterminism (the
   // output names what differed: an output, or "rejects:a/b" when only one run rejected).
   if (pair.twice() && r.verdict == DiffVerdict::kFinding && r.kind != kBackendError && r.kind != kDeviceFault) {
@@ -183,7 +264,7 @@ DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, co
 }
 
 DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair, const CompareOptions& options) {
-  return classify(c, pair, run_side(registry, pair.a, c), run_side(registry, pair.b, c), options);
+  return classify(registry, c, pair, run_side(registry, pair.a, c), run_side(registry, pair.b, c), options);
 }
 
 std::string finding_signature(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result) {
@@ -208,6 +289,23 @@ std::optional<SignatureFields> parse_signature(const std::string& signature) {
 
 json first_mismatch_json(const DiffResult& result) {
   if (!result.comparison) return nullptr;
+  if (result.excess) {  // the element beyond the bound, not the first that differs in bits
+    const BoundExcess& e = *result.excess;
+    const auto it = std::find_if(result.comparison->outputs.begin(), result.comparison->outputs.end(),
+                                 [&](const OutputComparison& o) { return o.name == e.output; });
+    const DType dtype = it == result.comparison->outputs.end() ? DType::kFP32 : it->dtype;
+    const std::optional<uint64_t> ulps = ulp_distance(dtype, e.a_bits, e.b_bits);
+    return {{"index", e.index},
+            {"position", e.position},
+            {"a_bits", hex_bits(dtype, e.a_bits)},
+            {"b_bits", hex_bits(dtype, e.b_bits)},
+            {"ulps", ulps ? json(*ulps) : json(nullptr)},
+            {"bound", {{"backend", e.backend},
+                       {"outside", e.outside},
+                       {"value", finite_or_text(e.value)},
+                       {"truth", finite_or_text(e.truth)},
+                       {"bound", finite_or_text(e.bound)}}}};
+  }
   const OutputComparison* d = result.comparison->first_difference();
   if (!d || !d->first) return nullptr;
   const ElementMismatch& m = *d->first;

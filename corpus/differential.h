@@ -30,7 +30,10 @@ inline constexpr std::string_view kNondeterminism = "nondeterminism";
 // crashed, an illegal address): the case may be what killed it. Shrunk (each run in a fresh
 // process) and kept like the others.
 inline constexpr std::string_view kDeviceFault = "device_fault";
-// Whether `kind` is one of the six above: the kinds a differential run, and so a corpus entry,
+// An output of a contract judged by its error bound (ContractInfo::error_bound: an unknown order,
+// such as cuBLAS's) has elements farther from the true value than the bound allows.
+inline constexpr std::string_view kUlpOverBudget = "ulp_over_budget";
+// Whether `kind` is one of the seven above: the kinds a differential run, and so a corpus entry,
 // records. Other harnesses report other kinds (invariance_violation).
 bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
@@ -65,18 +68,36 @@ BackendPair parse_pair(const std::string& text, const std::string& field = "pair
 // What a differential run concluded about a pair on a case.
 enum class DiffVerdict { kAgree, kSkip, kFinding };
 
+// The first element beyond a contract's error bound (kUlpOverBudget).
+struct BoundExcess {
+  std::string output, backend;  // the output, and the side ("kind:contract") outside the bound
+  int64_t outside = 0;          // elements of that output outside the bound on that side
+  int64_t index = 0;            // the first of them (row-major)
+  Shape position;
+  uint64_t a_bits = 0, b_bits = 0;  // both sides' bits there
+  double value = 0, truth = 0, bound = 0;
+};
+
 struct DiffResult {
   DiffVerdict verdict = DiffVerdict::kAgree;
   std::string kind;                      // a finding kind, or the skip reason ("unmodelled")
   std::string output;                    // the first differing output; empty for error mismatches
   std::optional<Comparison> comparison;  // when both sides returned outputs
   std::string message;                   // format_comparison text, or what each side rejected
+  // The sides differ in bits and a contract's error bound judged them (ContractInfo::error_bound):
+  // an agreement within the bound, or a kUlpOverBudget finding. Reports count these apart from the
+  // bit-exact agreements.
+  bool bounded = false;
+  std::optional<BoundExcess> excess;  // kUlpOverBudget: where
 };
 
 // Both reject with one class: agreement. Either rejects as unmodelled: skip. One rejects, or they
-// reject differently: error_mismatch. Otherwise compare_outputs decides.
-DiffResult classify(const Case& c, const BackendPair& pair, const Outcome& a, const Outcome& b,
-                    const CompareOptions& options = {});
+// reject differently: error_mismatch. Otherwise compare_outputs decides, except where a side's
+// contract has an error bound (ContractInfo::error_bound) and the two runs are not one backend
+// twice: outputs that differ in bits are then judged element by element against the bound, both
+// sides, and an element outside it is kUlpOverBudget; inside it the pair agrees (DiffResult::bounded).
+DiffResult classify(const Registry& registry, const Case& c, const BackendPair& pair, const Outcome& a,
+                    const Outcome& b, const CompareOptions& options = {});
 // One side of a differential run: run_outcome, except that an exception of the implementation
 // itself (anything but a RejectError) becomes an outcome whose reject_class is kBackendError (or
 // kDeviceFault for a DeviceFault) and whose message is the exception's text. A backend that is unknown, cannot run here or does not

@@ -1,17 +1,19 @@
-// The kernel record of the gemm op (spec OP-10): fixed_order binds bitparity's tensor-core GEMM
-// (gpu/gemm_kernels.h) to device tensors. The op's validate has checked the dtypes and the inner
-// dimension and fixed out's shape.
+// The kernel records of the gemm op (spec OP-10): fixed_order binds bitparity's tensor-core GEMM
+// (gpu/gemm_kernels.h) to device tensors, cublas binds NVIDIA's cuBLASLt (gpu/cublas_lt.h). The
+// op's validate has checked the dtypes and the inner dimension and fixed out's shape.
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gpu/common/device_tensor.h"
+#include "gpu/cublas_lt.h"
 #include "gpu/gemm_kernels.h"
 #include "gpu/records.h"
 
 namespace bitparity::gpu {
 namespace {
 
-BoundLaunch bind_fixed_order(const KernelArgs& k) {
+Gemm bind_gemm(const KernelArgs& k) {
   const DeviceTensor& a = required(k.inputs, "a");
   const DeviceTensor& b = required(k.inputs, "b");
   Gemm g;
@@ -23,7 +25,17 @@ BoundLaunch bind_fixed_order(const KernelArgs& k) {
   g.out = required(k.outputs, "out").data();
   g.stream = k.stream;
   g.ilp = k.ilp;
+  return g;
+}
+
+BoundLaunch bind_fixed_order(const KernelArgs& k) {
+  const Gemm g = bind_gemm(k);
   return [g] { launch_gemm_fixed_order(g); };
+}
+
+BoundLaunch bind_cublas(const KernelArgs& k) {
+  const Gemm g = bind_gemm(k);
+  return [g] { launch_gemm_cublas(g); };
 }
 
 }  // namespace
@@ -33,7 +45,14 @@ std::vector<KernelRecord> gemm_kernels() {
   // written); a partial last chunk; 16-byte or single-element loads; the three tile configurations.
   const std::vector<std::string> paths = {"rows=0",   "K=0",         "K%16!=0",      "loads=16B",
                                           "loads=2B", "tiles=small", "tiles=medium", "tiles=large"};
-  return {{"gemm", "fixed_order", bind_fixed_order, paths}};
+  // cuBLASLt's own paths are NVIDIA's: bitparity's are the two it takes before calling it.
+  auto algorithm = [](const Case& c) -> std::string {
+    const int64_t M = c.input("a")->dim(0), K = c.input("a")->dim(1), N = c.input("b")->dim(1);
+    if (M == 0 || K == 0 || N == 0) return "no call";
+    return cublas_gemm_algorithm(M, K, N);
+  };
+  return {{"gemm", "fixed_order", bind_fixed_order, paths},
+          {"gemm", "cublas", bind_cublas, {"rows=0", "K=0"}, algorithm}};
 }
 
 }  // namespace bitparity::gpu

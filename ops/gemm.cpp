@@ -387,6 +387,62 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
   return {{"out", out}};
 }
 
+// --- the cublas contract's error bound -----------------------------------------------------------
+
+const char* const kCublasFrom =
+    "cuBLASLt (cublasLtMatmul: bf16 A, B and D, CUBLAS_COMPUTE_32F, fp32 alpha = 1 and beta = 0, the first "
+    "algorithm of its heuristic, a 32 MiB workspace), as PyTorch and Transformer Engine call it; its order is "
+    "NVIDIA's and unknown, so its outputs are judged against the true product within kCublasBoundDoc's bound";
+
+const char* const kCublasBoundDoc =
+    "fp32 accumulation in any order: |out - truth| <= e32 + 2^-8 (|truth| + e32 + e64) + 2^-134 + e64, where "
+    "S = sum_k |a_k b_k| (the finite products), e32 = ((1 + d)^K - 1) S + (K + 1) 2^-126 and "
+    "d = 2^-23 + 33 * 2^-25 (a fused tensor-core step of up to 32 products and the accumulator, each term "
+    "truncated below 2^-25 of the largest, the sum rounded toward zero; an fp32 add or fma is within it), every "
+    "product passing through at most K steps (any summation tree of K products, split-K reductions included); "
+    "(K + 1) 2^-126 allows each step and the epilogue to flush a subnormal; 2^-8 |x| + 2^-134 is the bf16 "
+    "rounding (RNE) of the fp32 result; e64 = K 2^-53 S / (1 - K 2^-53) the fp64 truth's own error. An output "
+    "whose S may overflow fp32 on the way (S (1 + d)^K >= 2^128) is unbounded; a NaN or infinite truth (NaN or "
+    "infinite inputs) asks for the same";
+
+// ContractInfo::error_bound of `cublas` (kCublasBoundDoc).
+std::map<std::string, ElementBounds> cublas_bound(const Case& c) {
+  const Tensor& a = *c.input("a");
+  const Tensor& b = *c.input("b");
+  const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
+  const double k = static_cast<double>(K);
+  const double d = std::ldexp(1.0, -23) + 33 * std::ldexp(1.0, -25);
+  const double gamma32 = std::expm1(k * std::log1p(d)) * (1 + 1e-12);  // (1 + d)^K - 1, rounded up generously
+  const double u64 = std::ldexp(1.0, -53);
+  const double gamma64 = k * u64 / (1 - k * u64);
+  const double kFp32Overflow = std::ldexp(1.0, 128), kFlush = std::ldexp(1.0, -126);
+  ElementBounds out;
+  out.truth = oracle(c).at("out");
+  out.bound.resize(out.truth.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double S = 0;
+      for (int64_t j = 0; j < K; ++j) {
+        const double p = a.f64(m * K + j) * b.f64(j * N + n);
+        if (std::isfinite(p)) S += std::fabs(p);
+      }
+      const auto i = static_cast<size_t>(m * N + n);
+      const double truth = out.truth[i];
+      if (S * (1 + gamma32) >= kFp32Overflow) {
+        out.bound[i] = INFINITY;  // a partial sum may overflow in some order
+        continue;
+      }
+      if (!std::isfinite(truth)) {
+        out.bound[i] = 0;  // NaN or an infinity, whatever the order
+        continue;
+      }
+      const double e64 = gamma64 * S * (1 + 1e-12);
+      const double e32 = gamma32 * S + (k + 1) * kFlush;
+      out.bound[i] = (e32 + std::ldexp(std::fabs(truth) + e32 + e64, -8) + std::ldexp(1.0, -134) + e64) * (1 + 1e-12);
+    }
+  return {{"out", std::move(out)}};
+}
+
 }  // namespace
 
 OpInfo gemm() {
@@ -399,7 +455,15 @@ OpInfo gemm() {
   op.contracts = {{"fixed_order",
                    "K-chunks of 16 through the tensor core's fused MMA step (rule 13: exact products, truncation "
                    "below 2^(Emax-25), fp32 toward zero), chunks in ascending k from +0, then bf16 RNE",
-                   kFixedOrderFrom}};
+                   kFixedOrderFrom},
+                  {"cublas",
+                   "cuBLASLt's bf16 GEMM with fp32 accumulation, in the order of the algorithm it picks (unknown, and "
+                   "chosen anew for each shape): judged against the true product within a derived error bound",
+                   kCublasFrom}};
+  ContractInfo& cublas = op.contracts.back();
+  cublas.error_bound = cublas_bound;
+  cublas.bound_doc = kCublasBoundDoc;
+  cublas.order_depends_on_shape = true;
   op.validate = validate;
   op.generate = generate;
   op.required_tags = required_tags;

@@ -104,9 +104,10 @@ std::string last_failure_reproducer(const std::string& message);
 
 // Runs a RapidCheck property inside the current GoogleTest, as RC_GTEST_PROP does, so that a
 // parameterized test checks one property per registry target and still shrinks. The property
-// takes no arguments and draws its values with `*gen`.
+// takes no arguments and draws its values with `*gen`. Returns nullopt when it held; otherwise the
+// shrunk counterexample's message, the reproducer line and the command that reruns the property.
 template <typename Property>
-void check_property(Property&& property) {
+std::optional<std::string> property_failure(Property&& property) {
   const auto* test = testing::UnitTest::GetInstance()->current_test_info();
   rc::detail::TestMetadata metadata;
   metadata.id = std::string(test->test_suite_name()) + "/" + test->name();
@@ -121,14 +122,20 @@ void check_property(Property&& property) {
       rc::detail::printResultMessage(result, std::cout);
       std::cout << std::endl;
     }
-  } else {
-    std::ostringstream message;
-    rc::detail::printResultMessage(result, message);
-    FAIL() << message.str() << "\n" << detail::shrink_cut_note()
-           << detail::last_failure_reproducer(message.str()) << "To rerun the property: RC_PARAMS=\"seed="
-           << params.seed << " max_success=" << params.maxSuccess << "\" <this test binary> --gtest_filter='"
-           << test->test_suite_name() << "." << test->name() << "'";
+    return std::nullopt;
   }
+  std::ostringstream message;
+  rc::detail::printResultMessage(result, message);
+  return message.str() + "\n" + detail::shrink_cut_note() + detail::last_failure_reproducer(message.str()) +
+         "To rerun the property: RC_PARAMS=\"seed=" + std::to_string(params.seed) +
+         " max_success=" + std::to_string(params.maxSuccess) + "\" <this test binary> --gtest_filter='" +
+         test->test_suite_name() + "." + test->name() + "'";
+}
+
+// property_failure, failing the current GoogleTest with its message when the property does not hold.
+template <typename Property>
+void check_property(Property&& property) {
+  if (const std::optional<std::string> failure = property_failure(std::forward<Property>(property))) FAIL() << *failure;
 }
 
 // Skips the current GoogleTest, visibly, when the target's backend cannot run here.

@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Finding kinds that get their own column in the text table, in the order they are shown.
-const std::vector<std::string> kTableKinds = {"bit_mismatch", "shape_mismatch", "error_mismatch"};
+const std::vector<std::string> kTableKinds = {"bit_mismatch", "ulp_over_budget", "shape_mismatch", "error_mismatch"};
 
 void add_counts(std::map<std::string, int64_t>& into, const std::map<std::string, int64_t>& from) {
   for (const auto& [name, n] : from) into[name] += n;
@@ -79,6 +79,7 @@ json counts_to_json(const PairCounts& c) {
           {"pair", {c.a, c.b}},
           {"cases", c.cases},
           {"agreements", c.agreements},
+          {"bounded_agreements", c.bounded_agreements},
           {"skips", c.skips},
           {"mismatches", c.mismatches},
           {"new_findings", c.new_findings},
@@ -99,6 +100,8 @@ PairCounts counts_from_json(const json& j, const std::string& f) {
   std::tie(c.a, c.b) = get_pair(j, f);
   c.cases = get_count(j, "cases", f);
   c.agreements = get_count(j, "agreements", f);
+  // Reports written before error bounds have no "bounded_agreements".
+  if (j.contains("bounded_agreements")) c.bounded_agreements = get_count(j, "bounded_agreements", f);
   c.skips = get_count_map(j, "skips", f);
   c.mismatches = get_count_map(j, "mismatches", f);
   c.new_findings = get_count_map(j, "new_findings", f);
@@ -162,6 +165,7 @@ json totals_json(const Report& report) {
   for (const PairCounts& c : report.counts) {
     total.cases += c.cases;
     total.agreements += c.agreements;
+    total.bounded_agreements += c.bounded_agreements;
     total.known_findings += c.known_findings;
     add_counts(total.skips, c.skips);
     add_counts(total.mismatches, c.mismatches);
@@ -169,6 +173,7 @@ json totals_json(const Report& report) {
   }
   return {
       {"cases", total.cases},           {"agreements", total.agreements},     {"skips", total.skips},
+      {"bounded_agreements", total.bounded_agreements},
       {"mismatches", total.mismatches}, {"new_findings", total.new_findings}, {"known_findings", total.known_findings}};
 }
 
@@ -220,6 +225,7 @@ std::vector<CaseRow> junit_rows(const Report& report) {
     row.op = c.op, row.a = c.a, row.b = c.b;
     row.counts.cases += c.cases;
     row.counts.agreements += c.agreements;
+    row.counts.bounded_agreements += c.bounded_agreements;
     row.counts.known_findings += c.known_findings;
     add_counts(row.counts.skips, c.skips);
     add_counts(row.counts.mismatches, c.mismatches);
@@ -236,6 +242,7 @@ std::vector<CaseRow> junit_rows(const Report& report) {
 
 std::string counts_text(const PairCounts& c) {
   std::string s = "cases=" + std::to_string(c.cases) + " agreements=" + std::to_string(c.agreements);
+  if (c.bounded_agreements) s += " within_bound=" + std::to_string(c.bounded_agreements);
   for (const auto& [reason, n] : c.skips) s += " skipped(" + reason + ")=" + std::to_string(n);
   for (const auto& [kind, n] : c.mismatches) s += " " + kind + "=" + std::to_string(n);
   s += " known=" + std::to_string(c.known_findings);
@@ -378,7 +385,7 @@ std::string junit_xml(const Report& report) {
 
 std::string text_table(const Report& report) {
   std::vector<std::vector<std::string>> table;
-  std::vector<std::string> header = {"op", "dir", "pair", "cases", "agree", "skip"};
+  std::vector<std::string> header = {"op", "dir", "pair", "cases", "agree", "in bound", "skip"};
   for (const std::string& kind : kTableKinds) header.push_back(kind);
   header.push_back("new");
   table.push_back(header);
@@ -389,17 +396,19 @@ std::string text_table(const Report& report) {
                                     c.a + " vs " + c.b,
                                     std::to_string(c.cases),
                                     std::to_string(c.agreements),
+                                    std::to_string(c.bounded_agreements),
                                     std::to_string(sum(c.skips))};
     for (const std::string& kind : kTableKinds)
       row.push_back(std::to_string(c.mismatches.count(kind) ? c.mismatches.at(kind) : 0));
     row.push_back(std::to_string(sum(c.new_findings)));
     table.push_back(row);
-    total.cases += c.cases, total.agreements += c.agreements;
+    total.cases += c.cases, total.agreements += c.agreements, total.bounded_agreements += c.bounded_agreements;
     add_counts(total.skips, c.skips), add_counts(total.mismatches, c.mismatches);
     add_counts(total.new_findings, c.new_findings);
   }
   std::vector<std::string> last = {
-      "total", "", "", std::to_string(total.cases), std::to_string(total.agreements), std::to_string(sum(total.skips))};
+      "total", "", "", std::to_string(total.cases), std::to_string(total.agreements),
+      std::to_string(total.bounded_agreements), std::to_string(sum(total.skips))};
   for (const std::string& kind : kTableKinds)
     last.push_back(std::to_string(total.mismatches.count(kind) ? total.mismatches.at(kind) : 0));
   last.push_back(std::to_string(sum(total.new_findings)));
@@ -443,6 +452,7 @@ Report merge_reports(const std::vector<Report>& reports) {
       PairCounts& into = counts_for(merged, c.op, c.direction, c.a, c.b);
       into.cases += c.cases;
       into.agreements += c.agreements;
+      into.bounded_agreements += c.bounded_agreements;
       into.known_findings += c.known_findings;
       add_counts(into.skips, c.skips);
       add_counts(into.mismatches, c.mismatches);

@@ -43,7 +43,11 @@ struct RunInfo {
 struct PairCounts {
   std::string op, direction, a, b;
   int64_t cases = 0;
-  int64_t agreements = 0;
+  int64_t agreements = 0;  // bit-identical
+  // Cases whose outputs differed in bits but stayed within the error bound of a contract whose order
+  // is unknown (ContractInfo::error_bound: cuBLAS), apart from the bit-exact agreements. Absent in
+  // reports written before bounds.
+  int64_t bounded_agreements = 0;
   std::map<std::string, int64_t> skips;         // reason -> cases ("unmodelled", "generation_failed", ...)
   std::map<std::string, int64_t> mismatches;    // kind -> cases that showed it, before deduplication
   std::map<std::string, int64_t> new_findings;  // kind -> corpus entries this run wrote

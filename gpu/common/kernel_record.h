@@ -47,6 +47,9 @@ struct KernelRecord {
   // (gpu/tests/kernel_paths_test.cpp), so that a path no test reaches fails by name. Defaulted,
   // so that a record's initializer may leave it out.
   std::vector<std::string> paths = {};
+  // What the launch does on a case where a library decides it (cuBLAS's algorithm for the shape),
+  // which findings about the record quote; empty when there is nothing to say.
+  std::function<std::string(const Case&)> describe = {};
 };
 
 using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
