@@ -158,9 +158,13 @@ std::vector<FindingGroup> finding_groups(const Report& report) {
     g.op = op, g.pair = pair, g.kind = kind;
     return g;
   };
-  for (const PairCounts& c : report.counts)
+  for (const PairCounts& c : report.counts) {
     for (const auto& [kind, n] : c.mismatches)
       if (n > 0) group(c.op, c.a + " vs " + c.b, kind).cases += n;
+    // Cases that differed in bits within a contract's error bound: apart from the findings, never
+    // a failure.
+    if (c.bounded_agreements > 0) group(c.op, c.a + " vs " + c.b, "within_bound").cases += c.bounded_agreements;
+  }
   for (const FindingRecord& f : report.findings) {
     FindingGroup& g = group(f.op, f.a + " vs " + f.b, f.kind);
     ++g.entries;

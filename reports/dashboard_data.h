@@ -64,7 +64,9 @@ DashboardData load_dashboard(const DashboardSources& sources);
 // --- the rows that the charts and tables draw ---------------------------------------------------
 
 // Cases of one op and contract pair (directions summed) that showed one finding kind, and the
-// corpus entries (distinct signatures) the report kept for it, of which `failures` are bugs.
+// corpus entries (distinct signatures) the report kept for it, of which `failures` are bugs. The
+// kind "within_bound" counts the cases that differed in bits within a contract's error bound
+// (PairCounts::bounded_agreements): shown apart, never a finding.
 struct FindingGroup {
   std::string op, pair, kind;
   int64_t cases = 0, entries = 0, failures = 0;

@@ -197,6 +197,23 @@ TEST(DashboardData, ShardsOfOneCampaignAreMerged) {
   fs::remove_all(dir);
 }
 
+// Cases that differed in bits within a contract's error bound are a group of their own, apart from
+// the findings, and never a failure.
+TEST(DashboardData, BoundedAgreementsAreAGroupApart) {
+  reports::Report r;
+  reports::PairCounts c;
+  c.op = "gemm", c.direction = "fwd", c.a = "cuda:cublas", c.b = "ref:cublas";
+  c.cases = 50, c.agreements = 10, c.bounded_agreements = 38, c.mismatches = {{"ulp_over_budget", 2}};
+  r.counts = {c};
+  const std::vector<FindingGroup> groups = finding_groups(r);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].kind, "ulp_over_budget");
+  EXPECT_EQ(groups[0].cases, 2);
+  EXPECT_EQ(groups[1].kind, "within_bound");
+  EXPECT_EQ(groups[1].cases, 38);
+  EXPECT_EQ(groups[1].failures, 0);
+}
+
 TEST(DashboardHtml, EscapesTextAndAttributes) {
   EXPECT_EQ(html_escape("<a href=\"x\" title='y'>&</a>"),
             "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;");

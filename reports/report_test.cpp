@@ -244,6 +244,27 @@ TEST(TextTable, ShowsEveryPairAndTheTotals) {
   EXPECT_NE(table.find("181", total), std::string::npos) << table;   // bit mismatches summed
 }
 
+// A pair judged by a contract's error bound: its bounded agreements are counted apart from the
+// bit-exact ones, in the JSON, the table and the merge, never as findings.
+TEST(BoundedAgreements, AreCountedApartFromTheBitExactOnes) {
+  Report r = sample();
+  PairCounts& bounded = counts_for(r, "toy", "fwd", "fake_gpu:sloppy", "ref:sloppy");
+  bounded.cases = 70, bounded.agreements = 20, bounded.bounded_agreements = 43;
+  bounded.mismatches = {{"ulp_over_budget", 7}};
+  const nlohmann::json j = report_to_json(r);
+  EXPECT_EQ(j["totals"]["bounded_agreements"], 43);
+  EXPECT_EQ(j["totals"]["agreements"], 300 + 499 + 20);
+  EXPECT_EQ(report_from_json(nlohmann::json::parse(j.dump())), r);
+  const std::string table = text_table(r);
+  EXPECT_NE(table.find("in bound"), std::string::npos) << table;
+  EXPECT_NE(table.find("ulp_over_budget"), std::string::npos) << table;
+  const size_t row = table.find("fake_gpu:sloppy vs ref:sloppy");
+  ASSERT_NE(row, std::string::npos) << table;
+  const std::string line = table.substr(row, table.find('\n', row) - row);
+  EXPECT_NE(line.find("  43  "), std::string::npos) << line;
+  EXPECT_EQ(merge_reports({r, r}).counts.back().bounded_agreements, 86);
+}
+
 TEST(Merge, SumsCountsAndDeduplicatesFindings) {
   Report a = sample(), b = sample();
   a.run.shards = {"0/2"}, b.run.shards = {"1/2"};
