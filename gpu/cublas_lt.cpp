@@ -26,6 +26,7 @@ struct Lt {
   size_t (*GetVersion)() = nullptr;
   const char* (*GetStatusString)(cublasStatus_t) = nullptr;  // may be absent
   cublasStatus_t (*Create)(cublasLtHandle_t*) = nullptr;
+  cublasStatus_t (*Destroy)(cublasLtHandle_t) = nullptr;
   cublasStatus_t (*MatmulDescCreate)(cublasLtMatmulDesc_t*, cublasComputeType_t, cudaDataType_t) = nullptr;
   cublasStatus_t (*MatmulDescDestroy)(cublasLtMatmulDesc_t) = nullptr;
   cublasStatus_t (*MatmulDescSetAttribute)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void*,
@@ -82,6 +83,7 @@ Lt open_library() {
   std::vector<std::string> missing;
   resolve(lib, "cublasLtGetVersion", lt.GetVersion, missing);
   resolve(lib, "cublasLtCreate", lt.Create, missing);
+  resolve(lib, "cublasLtDestroy", lt.Destroy, missing);
   resolve(lib, "cublasLtMatmulDescCreate", lt.MatmulDescCreate, missing);
   resolve(lib, "cublasLtMatmulDescDestroy", lt.MatmulDescDestroy, missing);
   resolve(lib, "cublasLtMatmulDescSetAttribute", lt.MatmulDescSetAttribute, missing);
@@ -109,7 +111,9 @@ void check(const Lt& lt, cublasStatus_t status, const std::string& what) {
                   what + ": cublasStatus " + std::to_string(static_cast<int>(status)) + (text ? std::string(" (") + text + ")" : ""));
 }
 
-// The library, its handle and the workspace: opened and made once a process (never freed).
+// The library, its handle and the workspace: opened and made once a process, and given back at
+// exit (registered after the CUDA runtime's own teardown, so run before it), so that a memory
+// checker sees no leak.
 Lt& library() {
   static Lt lt;
   static std::once_flag once;
@@ -118,6 +122,10 @@ Lt& library() {
     if (!lt.error.empty()) return;
     check(lt, lt.Create(&lt.handle), "cublasLtCreate");
     check_cuda(cudaMalloc(&lt.workspace, kWorkspaceBytes), "cuBLASLt workspace");
+    std::atexit([] {
+      cudaFree(lt.workspace);
+      lt.Destroy(lt.handle);
+    });
   });
   if (!lt.error.empty()) throw std::runtime_error(lt.error);
   return lt;
