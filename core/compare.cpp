@@ -48,11 +48,6 @@ OutputComparison compare_tensor(const std::string& name, const Tensor& a, const 
   return out;
 }
 
-std::string position_string(const Shape& position) {
-  std::string s = "[";
-  for (size_t i = 0; i < position.size(); ++i) s += (i ? ", " : "") + std::to_string(position[i]);
-  return s + "]";
-}
 
 // Distance from `truth` to the value of `bits`, in ulps of the dtype at the truth's binade.
 double ulps_from_truth(DType dtype, uint64_t bits, double truth) {
@@ -107,6 +102,12 @@ BoundCheck check_bound(const Tensor& t, const ElementBounds& bounds) {
     }
   }
   return check;
+}
+
+std::string position_string(const Shape& position) {
+  std::string s = "[";
+  for (size_t i = 0; i < position.size(); ++i) s += (i ? ", " : "") + std::to_string(position[i]);
+  return s + "]";
 }
 
 std::string ulp_bucket(std::optional<uint64_t> ulps) {

@@ -65,6 +65,9 @@ struct Arbitration {
 };
 Arbitration arbitrate(DType dtype, uint64_t a_bits, uint64_t b_bits, double truth);
 
+// "[2, 5]": an element's index per dimension, as messages write it.
+std::string position_string(const Shape& position);
+
 // One output of one side against a contract's error bound (registry.h ElementBounds).
 struct BoundCheck {
   int64_t outside = 0;                  // elements outside the bound

@@ -50,11 +50,6 @@ json finite_or_text(double x) {
   return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
 }
 
-std::string position_text(const Shape& position) {
-  std::string s = "[";
-  for (size_t i = 0; i < position.size(); ++i) s += (i ? ", " : "") + std::to_string(position[i]);
-  return s + "]";
-}
 
 // ulps of the truth may be infinite (a non-finite side against a finite truth); JSON has no Inf.
 json ulps_json(double ulps) { return std::isfinite(ulps) ? json(ulps) : json("inf"); }
@@ -230,7 +225,7 @@ void judge_by_bound(const ContractInfo& contract, const Case& c, const BackendPa
                              check.bound};
       r.message = case_title(c) + " " + pair.name() + ": outside the error bound of contract " + contract.name +
                   "\n" + std::to_string(check.outside) + " / " + std::to_string(o.numel) + " elements of " + o.name +
-                  " from " + backend + " beyond the bound; first at " + o.name + position_text(check.position) +
+                  " from " + backend + " beyond the bound; first at " + o.name + position_string(check.position) +
                   ": " + format_number(check.value) + ", true value " + format_number(check.truth) + ", bound " +
                   format_number(check.bound) + "\n" + r.message;
       return;
@@ -331,10 +326,7 @@ json arbitration_json(const OpInfo& op, const Case& c, const BackendPair& pair, 
   const Arbitration arb =
       arbitrate(d->dtype, d->first->a_bits, d->first->b_bits, it->second[static_cast<size_t>(d->first->index)]);
   const std::string closer = arb.closer == "a" ? pair.a : arb.closer == "b" ? pair.b : "tie";
-  return {{"truth", std::isfinite(arb.truth) ? json(arb.truth)
-                                             : json(std::isnan(arb.truth) ? "nan"
-                                                    : arb.truth > 0       ? "inf"
-                                                                          : "-inf")},
+  return {{"truth", finite_or_text(arb.truth)},
           {"a_ulps", ulps_json(arb.a_ulps)},
           {"b_ulps", ulps_json(arb.b_ulps)},
           {"closer", closer}};

@@ -9,10 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "gpu/runtime.h"
+
+// A CUDA toolkit installed without cuBLAS's headers still builds everything else: cuda:cublas then
+// fails on its first case with a message saying so (a backend error, never a skip).
+#if !__has_include(<cublasLt.h>)
+namespace bitparity::gpu {
+namespace {
+constexpr const char* kNoHeader = "bitparity was built without cuBLASLt's header (cublasLt.h): cuda:cublas is unavailable";
+}  // namespace
+void launch_gemm_cublas(const Gemm&) { throw std::runtime_error(kNoHeader); }
+std::string cublas_gemm_algorithm(int64_t, int64_t, int64_t) { throw std::runtime_error(kNoHeader); }
+std::string cublas_lt_description() { return kNoHeader; }
+}  // namespace bitparity::gpu
+#else
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-
-#include "gpu/runtime.h"
 
 namespace bitparity::gpu {
 namespace {
@@ -231,3 +244,5 @@ std::string cublas_lt_description() {
 }
 
 }  // namespace bitparity::gpu
+
+#endif  // __has_include(<cublasLt.h>)

@@ -364,12 +364,12 @@ std::vector<Case> shrink_shape(const Case& c) {
 
 // --- oracle: the exact sum -------------------------------------------------------------------------
 
-// Each output's sum of products in fp64 (Eigen): every product of two bf16 values is exact in fp64,
-// and the sum is within K fp64 ulps of the largest partial sum, far below a bf16 ulp of any output
-// that does not cancel. Non-finite inputs give what IEEE fp64 gives.
-std::map<std::string, std::vector<double>> oracle(const Case& c) {
-  const Tensor& a = *c.input("a");
-  const Tensor& b = *c.input("b");
+}  // namespace
+
+// Every product of two bf16 values is exact in fp64, and the sum is within K fp64 ulps of the
+// largest partial sum, far below a bf16 ulp of any output that does not cancel. Non-finite inputs
+// give what IEEE fp64 gives.
+std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
   const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
   Eigen::MatrixXd A(M, K), B(K, N);
   for (int64_t m = 0; m < M; ++m)
@@ -384,7 +384,13 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
       for (int64_t k = 0; k < K; ++k) s += A(m, k) * B(k, n);
       out[static_cast<size_t>(m * N + n)] = s;
     }
-  return {{"out", out}};
+  return out;
+}
+
+namespace {
+
+std::map<std::string, std::vector<double>> oracle(const Case& c) {
+  return {{"out", gemm_exact_sums(*c.input("a"), *c.input("b"))}};
 }
 
 // --- the cublas contract's error bound -----------------------------------------------------------
@@ -417,7 +423,7 @@ std::map<std::string, ElementBounds> cublas_bound(const Case& c) {
   const double gamma64 = k * u64 / (1 - k * u64);
   const double kFp32Overflow = std::ldexp(1.0, 128), kFlush = std::ldexp(1.0, -126);
   ElementBounds out;
-  out.truth = oracle(c).at("out");
+  out.truth = gemm_exact_sums(a, b);
   out.bound.resize(out.truth.size());
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {

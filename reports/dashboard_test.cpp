@@ -202,7 +202,7 @@ TEST(DashboardData, ShardsOfOneCampaignAreMerged) {
 TEST(DashboardData, BoundedAgreementsAreAGroupApart) {
   reports::Report r;
   reports::PairCounts c;
-  c.op = "gemm", c.direction = "fwd", c.a = "cuda:cublas", c.b = "ref:cublas";
+  c.op = "toy", c.direction = "fwd", c.a = "fake_gpu:sloppy", c.b = "ref:sloppy";
   c.cases = 50, c.agreements = 10, c.bounded_agreements = 38, c.mismatches = {{"ulp_over_budget", 2}};
   r.counts = {c};
   const std::vector<FindingGroup> groups = finding_groups(r);

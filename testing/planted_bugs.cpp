@@ -196,12 +196,11 @@ Impl grad_finalize_divides(const Registry& registry) {
   });
 }
 
-// The GEMM as a CUDA-core loop: each product added to an fp32 accumulator rounded to nearest, one
-// at a time, instead of the tensor core's fused step over 16 products (truncation below 2^(Emax-25),
-// toward zero).
-Impl gemm_sequential_fp32(const Registry& registry) {
-  const Impl reference = reference_impl(registry, "gemm", "fixed_order");
-  return in_direction(reference, Direction::kForward, [](const Case& c, const ContractInfo&) {
+// The GEMM as a sequential loop over k: each output's products added one at a time to an
+// accumulator that `add` rounds, in place of `contract`'s reference, forward only.
+Impl gemm_sequential(const Registry& registry, const std::string& contract, float (*add)(float acc, float product)) {
+  const Impl reference = reference_impl(registry, "gemm", contract);
+  return in_direction(reference, Direction::kForward, [add](const Case& c, const ContractInfo&) {
     const Tensor& a = *c.input("a");
     const Tensor& b = *c.input("b");
     const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
@@ -209,10 +208,7 @@ Impl gemm_sequential_fp32(const Registry& registry) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         float acc = 0.0f;
-        for (int64_t k = 0; k < K; ++k) {
-          const float product = a.f32(m * K + k) * b.f32(k * N + n);
-          acc = acc + product;
-        }
+        for (int64_t k = 0; k < K; ++k) acc = add(acc, a.f32(m * K + k) * b.f32(k * N + n));
         out.set_f32(m * N + n, acc);
       }
     ref::canonicalize_nans(out);
@@ -220,26 +216,12 @@ Impl gemm_sequential_fp32(const Registry& registry) {
   });
 }
 
-// cuBLAS's contract computed with a bf16 accumulator (each addition rounded to bf16, as a kernel
-// that keeps its partial sums in the output dtype would): far outside the bound that fp32
-// accumulation in any order allows.
-Impl gemm_bf16_accumulator(const Registry& registry) {
-  const Impl reference = reference_impl(registry, "gemm", "cublas");
-  return in_direction(reference, Direction::kForward, [](const Case& c, const ContractInfo&) {
-    const Tensor& a = *c.input("a");
-    const Tensor& b = *c.input("b");
-    const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
-    Tensor out(DType::kBF16, {M, N});
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t n = 0; n < N; ++n) {
-        float acc = 0.0f;
-        for (int64_t k = 0; k < K; ++k) acc = round_to(DType::kBF16, acc + a.f32(m * K + k) * b.f32(k * N + n));
-        out.set_f32(m * N + n, acc);
-      }
-    ref::canonicalize_nans(out);
-    return TensorMap{{"out", out}};
-  });
-}
+// A CUDA-core loop: an fp32 accumulator rounded to nearest, instead of the tensor core's fused step
+// over 16 products (truncation below 2^(Emax-25), toward zero).
+float fp32_add(float acc, float product) { return acc + product; }
+// A bf16 accumulator (each addition rounded to bf16, as a kernel that keeps its partial sums in the
+// output dtype would): far outside the bound that fp32 accumulation in any order allows.
+float bf16_add(float acc, float product) { return round_to(DType::kBF16, acc + product); }
 
 }  // namespace
 
@@ -299,11 +281,11 @@ std::vector<PlantedBug> planted_bugs(const Registry& r) {
       {"gemm_sequential_fp32", "gemm", "fixed_order",
        "the products added one at a time to an fp32 accumulator rounded to nearest (a CUDA-core loop) instead "
        "of the tensor core's fused step over 16 products, truncated and rounded toward zero (rule 13)",
-       2, gemm_sequential_fp32(r)},
+       2, gemm_sequential(r, "fixed_order", fp32_add)},
       {"gemm_bf16_accumulator", "gemm", "cublas",
        "partial sums rounded to bf16 after every addition instead of accumulated in fp32 (outside the cublas "
        "contract's error bound)",
-       2, gemm_bf16_accumulator(r)},
+       2, gemm_sequential(r, "cublas", bf16_add)},
   };
   return bugs;
 }

@@ -352,6 +352,13 @@ std::vector<LargeTarget> large_targets() {
   return out;
 }
 
+// The target op's reference input of that name, built; nullopt when the op has none of the name.
+std::optional<Case> make_reference_input(const Target& t, const std::string& name) {
+  for (const ReferenceInput& input : t.info().reference_inputs(t.direction))
+    if (input.name == name) return input.make();
+  return std::nullopt;
+}
+
 void PrintTo(const LargeTarget& t, std::ostream* os) { *os << label(t.target) << "_" << t.input; }
 
 class BackendVsRefLarge : public ::testing::TestWithParam<LargeTarget> {
@@ -366,9 +373,7 @@ class BackendVsRefLarge : public ::testing::TestWithParam<LargeTarget> {
 
 TEST_P(BackendVsRefLarge, BitIdenticalAndDeterministic) {
   const Target& t = GetParam().target;
-  std::optional<Case> made;
-  for (const ReferenceInput& input : t.info().reference_inputs(t.direction))
-    if (input.name == GetParam().input) made = input.make();
+  const std::optional<Case> made = make_reference_input(t, GetParam().input);
   ASSERT_TRUE(made.has_value()) << "reference input " << GetParam().input << " vanished";
   const Case& c = *made;
   const Outcome ref = run_outcome(registry(), t.ref(), c);
@@ -440,16 +445,6 @@ std::vector<SweepTarget> sweep_targets() {
 
 void PrintTo(const SweepTarget& t, std::ostream* os) { *os << label(t.target) << "_" << t.input; }
 
-// The first n rows of a tensor whose dimension 0 is rows.
-Tensor leading_rows(const Tensor& whole, int64_t n) {
-  Shape shape = whole.shape();
-  const size_t row_bytes = shape[0] > 0 ? whole.nbytes() / static_cast<size_t>(shape[0]) : 0;
-  shape[0] = n;
-  Tensor cut(whole.dtype(), shape);
-  if (cut.nbytes() > 0) std::memcpy(cut.data(), whole.data(), row_bytes * static_cast<size_t>(n));
-  return cut;
-}
-
 class RowCountSweep : public ::testing::TestWithParam<SweepTarget> {
  protected:
   void SetUp() override {
@@ -463,9 +458,7 @@ class RowCountSweep : public ::testing::TestWithParam<SweepTarget> {
 TEST_P(RowCountSweep, LeadingRowsKeepTheirBits) {
   const Target& t = GetParam().target;
   const OpInfo& op = t.info();
-  std::optional<Case> made;
-  for (const ReferenceInput& input : op.reference_inputs(t.direction))
-    if (input.name == GetParam().input) made = input.make();
+  const std::optional<Case> made = make_reference_input(t, GetParam().input);
   ASSERT_TRUE(made.has_value()) << "reference input " << GetParam().input << " vanished";
   const Case& c = *made;
   int64_t rows = -1;
@@ -494,7 +487,7 @@ TEST_P(RowCountSweep, LeadingRowsKeepTheirBits) {
     TensorMap a, b;
     for (const std::string& name : compared) {
       a[name] = cut.outputs->at(name);
-      b[name] = leading_rows(whole.outputs->at(name), m);
+      b[name] = testing_support::leading_rows(whole.outputs->at(name), m);
     }
     const Comparison cmp = compare_outputs(a, b, {.strict_nan = true});
     if (cmp.verdict == Verdict::kIdentical) continue;

@@ -12,6 +12,16 @@
 
 namespace bitparity::testing_support {
 
+// The first min(n, rows) rows of a tensor whose dimension 0 is rows; the other dimensions kept.
+inline Tensor leading_rows(const Tensor& whole, int64_t n) {
+  Shape shape = whole.shape();
+  const size_t row_bytes = shape[0] > 0 ? whole.nbytes() / static_cast<size_t>(shape[0]) : 0;
+  shape[0] = std::min(n, shape[0]);
+  Tensor cut(whole.dtype(), shape);
+  if (cut.nbytes() > 0) std::memcpy(cut.data(), whole.data(), row_bytes * static_cast<size_t>(shape[0]));
+  return cut;
+}
+
 inline Case first_rows(const OpInfo& op, const Case& c, int64_t n) {
   if (op.take_rows) {
     int64_t rows = -1;  // the row count the rows-first inputs share
@@ -23,13 +33,7 @@ inline Case first_rows(const OpInfo& op, const Case& c, int64_t n) {
   for (const TensorSpec& spec : op.input_specs(c.direction)) {
     auto it = out.inputs.find(spec.name);
     if (!spec.rows_first || it == out.inputs.end() || it->second.rank() == 0) continue;
-    const Tensor& whole = it->second;
-    Shape shape = whole.shape();
-    const size_t row_bytes = shape[0] > 0 ? whole.nbytes() / static_cast<size_t>(shape[0]) : 0;
-    shape[0] = std::min(n, shape[0]);
-    Tensor cut(whole.dtype(), shape);
-    if (cut.nbytes() > 0) std::memcpy(cut.data(), whole.data(), row_bytes * static_cast<size_t>(shape[0]));
-    it->second = std::move(cut);
+    it->second = leading_rows(it->second, n);
   }
   return out;
 }
