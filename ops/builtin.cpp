@@ -1,6 +1,10 @@
 #include "ops/builtin.h"
 
+#include <string>
+#include <vector>
+
 #include "ops/embedding.h"
+#include "ops/expert_mlp.h"
 #include "ops/gemm.h"
 #include "ops/routing.h"
 #include "ops/swiglu_family.h"
@@ -34,6 +38,7 @@ const Registry& builtin_registry() {
     r.add_op(ops::embedding());
     r.add_op(ops::cross_entropy());
     r.add_op(ops::gemm());
+    r.add_op(ops::expert_mlp());
     r.add_impls("ref", ref::swiglu_impls());
     r.add_impls("ref", ref::swiglu_scale_impls());
     r.add_impls("ref", ref::router_topk_impls());
@@ -54,6 +59,10 @@ const Registry& builtin_registry() {
                      return std::optional<std::string>("this binary was built without CUDA (no nvcc)");
                    }});
 #endif
+    // Ops composed of other ops' contracts, on every kind that implements the stages.
+    std::vector<std::string> kinds;
+    for (const BackendKind& kind : r.backends()) kinds.push_back(kind.name);
+    for (const std::string& kind : kinds) r.add_impls(kind, ops::expert_mlp_impls(r, kind));
     return r;
   }();
   return registry;

@@ -66,12 +66,7 @@ uint16_t bf16_with_exponent(uint64_t r, int lo, int hi) {
   return static_cast<uint16_t>(sign | (static_cast<uint16_t>(e + 127) << 7) | mantissa);
 }
 
-Tensor filled(Shape shape, uint64_t seed, int lo, int hi) {
-  Tensor t(DType::kBF16, std::move(shape));
-  uint64_t state = seed;
-  for (int64_t i = 0; i < t.numel(); ++i) t.set_bits(i, bf16_with_exponent(splitmix64_next(state), lo, hi));
-  return t;
-}
+Tensor filled(Shape shape, uint64_t seed, int lo, int hi) { return bf16_with_exponents(std::move(shape), seed, lo, hi); }
 
 // a's odd columns negate its even ones, and b's odd rows repeat its even ones: each pair of products
 // cancels exactly, except in every third column of b, whose odd rows have their last bit flipped
@@ -366,6 +361,13 @@ std::vector<Case> shrink_shape(const Case& c) {
 
 }  // namespace
 
+Tensor bf16_with_exponents(Shape shape, uint64_t seed, int lo, int hi) {
+  Tensor t(DType::kBF16, std::move(shape));
+  uint64_t state = seed;
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_bits(i, bf16_with_exponent(splitmix64_next(state), lo, hi));
+  return t;
+}
+
 // Every product of two bf16 values is exact in fp64, and the sum is within K fp64 ulps of the
 // largest partial sum, far below a bf16 ulp of any output that does not cancel. Non-finite inputs
 // give what IEEE fp64 gives.
@@ -385,6 +387,20 @@ std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
       out[static_cast<size_t>(m * N + n)] = s;
     }
   return out;
+}
+
+double gemm_element_bound(int64_t K, double S, double truth) {
+  const double k = static_cast<double>(K);
+  const double d = std::ldexp(1.0, -23) + 33 * std::ldexp(1.0, -25);
+  const double gamma32 = std::expm1(k * std::log1p(d)) * (1 + 1e-12);  // (1 + d)^K - 1, rounded up generously
+  const double u64 = std::ldexp(1.0, -53);
+  const double gamma64 = k * u64 / (1 - k * u64);
+  const double kFp32Overflow = std::ldexp(1.0, 128), kFlush = std::ldexp(1.0, -126);
+  if (S * (1 + gamma32) >= kFp32Overflow) return INFINITY;  // a partial sum may overflow in some order
+  if (!std::isfinite(truth)) return 0;                         // NaN or an infinity, whatever the order
+  const double e64 = gamma64 * S * (1 + 1e-12);
+  const double e32 = gamma32 * S + (k + 1) * kFlush;
+  return (e32 + std::ldexp(std::fabs(truth) + e32 + e64, -8) + std::ldexp(1.0, -134) + e64) * (1 + 1e-12);
 }
 
 namespace {
@@ -416,12 +432,6 @@ std::map<std::string, ElementBounds> cublas_bound(const Case& c) {
   const Tensor& a = *c.input("a");
   const Tensor& b = *c.input("b");
   const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
-  const double k = static_cast<double>(K);
-  const double d = std::ldexp(1.0, -23) + 33 * std::ldexp(1.0, -25);
-  const double gamma32 = std::expm1(k * std::log1p(d)) * (1 + 1e-12);  // (1 + d)^K - 1, rounded up generously
-  const double u64 = std::ldexp(1.0, -53);
-  const double gamma64 = k * u64 / (1 - k * u64);
-  const double kFp32Overflow = std::ldexp(1.0, 128), kFlush = std::ldexp(1.0, -126);
   ElementBounds out;
   out.truth = gemm_exact_sums(a, b);
   out.bound.resize(out.truth.size());
@@ -433,18 +443,7 @@ std::map<std::string, ElementBounds> cublas_bound(const Case& c) {
         if (std::isfinite(p)) S += std::fabs(p);
       }
       const auto i = static_cast<size_t>(m * N + n);
-      const double truth = out.truth[i];
-      if (S * (1 + gamma32) >= kFp32Overflow) {
-        out.bound[i] = INFINITY;  // a partial sum may overflow in some order
-        continue;
-      }
-      if (!std::isfinite(truth)) {
-        out.bound[i] = 0;  // NaN or an infinity, whatever the order
-        continue;
-      }
-      const double e64 = gamma64 * S * (1 + 1e-12);
-      const double e32 = gamma32 * S + (k + 1) * kFlush;
-      out.bound[i] = (e32 + std::ldexp(std::fabs(truth) + e32 + e64, -8) + std::ldexp(1.0, -134) + e64) * (1 + 1e-12);
+      out.bound[i] = gemm_element_bound(K, S, out.truth[i]);
     }
   return {{"out", std::move(out)}};
 }

@@ -20,4 +20,14 @@ inline constexpr int64_t kGemmChunk = 16;
 // rounding.
 std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b);
 
+// kCublasBoundDoc's bound on |out - truth| for one output of K products whose absolute values sum
+// to S (the finite ones): INFINITY where a partial sum may overflow fp32, 0 for a NaN or infinite
+// truth (asked for exactly). Any fp32 accumulation order of bf16 products rounded to bf16 stays
+// within it (fixed_order's included).
+double gemm_element_bound(int64_t K, double S, double truth);
+
+// A bf16 tensor whose elements are 2^e (1 + m / 128) with a random sign and mantissa and e uniform in
+// [lo, hi] (e < -126: subnormal), drawn from splitmix64 so that (shape, seed, lo, hi) name its bits.
+Tensor bf16_with_exponents(Shape shape, uint64_t seed, int lo, int hi);
+
 }  // namespace bitparity::ops

@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "ops/expert_mlp.h"
 #include "ops/training.h"
 #include "reference/math/device_math.h"
 #include "reference/numerics.h"
@@ -223,6 +224,14 @@ float fp32_add(float acc, float product) { return acc + product; }
 // output dtype would): far outside the bound that fp32 accumulation in any order allows.
 float bf16_add(float acc, float product) { return round_to(DType::kBF16, acc + product); }
 
+// expert_mlp's reference chain without Megatron's small-M padding: an expert of 0 < M < 17 tokens
+// computed at M rows.
+Impl expert_mlp_unpadded(const Registry& registry) {
+  std::optional<Impl> chain = ops::expert_mlp_chain(registry, "ref", "fixed_order", ops::ExpertPadding::kNone);
+  if (!chain) throw std::logic_error("planted bugs: no ref:fixed_order chain of expert_mlp");
+  return *chain;
+}
+
 }  // namespace
 
 std::vector<PlantedBug> planted_bugs(const Registry& r) {
@@ -286,6 +295,11 @@ std::vector<PlantedBug> planted_bugs(const Registry& r) {
        "partial sums rounded to bf16 after every addition instead of accumulated in fp32 (outside the cublas "
        "contract's error bound)",
        2, gemm_sequential(r, "cublas", bf16_add)},
+      {"expert_mlp_unpadded", "expert_mlp", "fixed_order",
+       "an expert of 0 < M < 17 tokens computed at M rows instead of padded with zero rows to 32 (OP-10): d_probs "
+       "takes the row sum's plan for M rows (rule 7), and zero rows meeting a non-finite weight no longer reach "
+       "the weight gradients",
+       2, expert_mlp_unpadded(r)},
   };
   return bugs;
 }

@@ -1,0 +1,522 @@
+// expert_mlp: one expert's MLP, fc1 -> weighted SwiGLU -> fc2 (spec OP-10; OP-4/5/6 for the
+// activation). Forward: h = x @ w1 ([M, 2F]), act = swiglu_scale(h, probs) (swiglu(h) without
+// probs), out = act @ w2. Backward from d_out: d_act = d_out @ w2^T, d_w2 = act^T @ d_out, the
+// activation's backward gives d_h and d_probs, d_x = d_h @ w1^T, d_w1 = x^T @ d_h. Each contract
+// names the gemm contract of its five GEMMs and the activation contract; both directions pad
+// 0 < M < 17 tokens to 32 with zero rows and zero probs first (Megatron's rule) and slice back.
+#include "ops/expert_mlp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <Eigen/Dense>
+#include <rapidcheck.h>
+
+#include "core/error.h"
+#include "core/gen.h"
+#include "core/random.h"
+#include "ops/gemm.h"
+
+namespace bitparity::ops {
+namespace {
+
+constexpr const char* kOp = "expert_mlp";
+constexpr const char* kClampAttr = "clamp";
+
+// What an expert_mlp contract is made of.
+struct Composition {
+  const char* contract;
+  const char* gemm_contract;        // gemm's contract for fc1, fc2 and the three backward GEMMs
+  const char* activation_contract;  // swiglu_scale's (with probs) and swiglu's (without)
+  const char* doc;
+  const char* derived_from;
+};
+
+const Composition kCompositions[] = {
+    {"fixed_order", "fixed_order", "megatron_eager",
+     "Megatron's expert MLP (padding 0 < M < 17 to 32, its eager weighted SwiGLU: swiglu_scale megatron_eager, "
+     "swiglu megatron_eager without probs) with every GEMM in gemm's fixed_order (the tensor core's MMA step, "
+     "K-chunks of 16 in ascending k): every rounding written down, so bit-exact on every backend",
+     "Megatron-LM's SequentialMLP with the bit-exact small-M padding (PaddleFleet #1627/#1903) and "
+     "WeightedSwiGLUFunction; cuBLAS's GEMMs replaced by bitparity's fixed-order tensor-core GEMM"},
+};
+
+// --- validate ----------------------------------------------------------------------------------
+
+const Tensor& required_bf16_matrix(const Case& c, const std::string& name, const char* form) {
+  const Tensor* t = c.input(name);
+  if (!t) throw RejectError("shape", std::string(kOp) + ": missing input " + name);
+  if (t->dtype() != DType::kBF16)
+    throw RejectError("dtype", std::string(kOp) + ": " + name + " must be bf16; got " + std::string(dtype_name(t->dtype())));
+  if (t->rank() != 2)
+    throw RejectError("shape", std::string(kOp) + ": " + name + " must have shape " + form + "; got " + shape_string(t->shape()));
+  return *t;
+}
+
+struct Dims {
+  int64_t M, H, F;
+};
+
+Dims check_dims(const Case& c) {
+  const std::string who = kOp;
+  const Tensor& x = required_bf16_matrix(c, "x", "[M, H]");
+  const Tensor& w1 = required_bf16_matrix(c, "w1", "[H, 2F]");
+  const Tensor& w2 = required_bf16_matrix(c, "w2", "[F, H]");
+  const int64_t M = x.dim(0), H = x.dim(1);
+  if (w1.dim(0) != H || w1.dim(1) % 2 != 0)
+    throw RejectError("shape", who + ": w1 must have shape [H, 2F] with H = x's " + std::to_string(H) +
+                                   " columns and an even second dimension; got " + shape_string(w1.shape()));
+  const int64_t F = w1.dim(1) / 2;
+  if (w2.dim(0) != F || w2.dim(1) != H)
+    throw RejectError("shape", who + ": w2 must have shape [F, H] = [" + std::to_string(F) + ", " + std::to_string(H) +
+                                   "] (F from w1's [H, 2F]); got " + shape_string(w2.shape()));
+  if (const Tensor* probs = c.input("probs")) {
+    if (probs->dtype() != DType::kFP32)
+      throw RejectError("dtype", who + ": probs must be fp32; got " + std::string(dtype_name(probs->dtype())));
+    if (probs->rank() != 1 || probs->dim(0) != M)
+      throw RejectError("shape", who + ": probs must have shape [M] = [" + std::to_string(M) + "]; got " +
+                                     shape_string(probs->shape()));
+  }
+  if (c.direction == Direction::kBackward) {
+    const Tensor& d_out = required_bf16_matrix(c, "d_out", "[M, H]");
+    if (d_out.dim(0) != M || d_out.dim(1) != H)
+      throw RejectError("shape", who + ": d_out must have x's shape [" + std::to_string(M) + ", " + std::to_string(H) +
+                                     "]; got " + shape_string(d_out.shape()));
+  }
+  return {M, H, F};
+}
+
+OutputMetas validate(const Case& c, const ContractInfo&) {
+  const auto [M, H, F] = check_dims(c);
+  if (c.direction == Direction::kForward) return {{"out", {{M, H}, DType::kBF16}}};
+  OutputMetas metas = {{"d_x", {{M, H}, DType::kBF16}}, {"d_w1", {{H, 2 * F}, DType::kBF16}},
+                       {"d_w2", {{F, H}, DType::kBF16}}};
+  if (c.input("probs")) metas["d_probs"] = {{M}, DType::kFP32};
+  return metas;
+}
+
+// --- the composition: one chain for every backend --------------------------------------------------
+
+Tensor first_rows(const Tensor& t, int64_t rows) {
+  Shape shape = t.shape();
+  shape[0] = rows;
+  Tensor out(t.dtype(), shape);
+  std::memcpy(out.data(), t.data(), out.nbytes());
+  return out;
+}
+
+// `t` with zero rows (all-zero bit patterns: +0) appended up to `rows`.
+Tensor zero_padded(const Tensor& t, int64_t rows) {
+  if (t.dim(0) == rows) return t;
+  Shape shape = t.shape();
+  shape[0] = rows;
+  Tensor out(t.dtype(), shape);  // zero-filled
+  std::memcpy(out.data(), t.data(), t.nbytes());
+  return out;
+}
+
+Tensor transposed(const Tensor& t) {
+  const int64_t R = t.dim(0), C = t.dim(1);
+  Tensor out(t.dtype(), {C, R});
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t k = 0; k < C; ++k) out.set_bits(k * R + r, t.bits(r * C + k));
+  return out;
+}
+
+// One backend's stages of one contract.
+struct Stages {
+  Impl gemm, scaled, plain;  // gemm, swiglu_scale, swiglu
+  ContractInfo gemm_contract, scaled_contract, plain_contract;
+};
+
+Tensor matmul(const Stages& s, const Tensor& a, const Tensor& b) {
+  Case g;
+  g.op = "gemm";
+  g.direction = Direction::kForward;
+  g.inputs["a"] = a;
+  g.inputs["b"] = b;
+  return s.gemm(g, s.gemm_contract).at("out");
+}
+
+// The activation's case: swiglu_scale with probs as its per-row scale, swiglu without.
+TensorMap activation(const Stages& s, const Case& c, Direction direction, const Tensor& h, const Tensor* probs,
+                     const Tensor* g) {
+  Case a;
+  a.op = probs ? "swiglu_scale" : "swiglu";
+  a.direction = direction;
+  if (auto it = c.attrs.find(kClampAttr); it != c.attrs.end()) a.attrs[kClampAttr] = it->second;
+  a.inputs["y"] = h;
+  if (probs) a.inputs["scale"] = *probs;
+  if (g) a.inputs["g"] = *g;
+  return probs ? s.scaled(a, s.scaled_contract) : s.plain(a, s.plain_contract);
+}
+
+TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
+  const Tensor& x = *c.input("x");
+  const Tensor& w1 = *c.input("w1");
+  const Tensor& w2 = *c.input("w2");
+  const int64_t M = x.dim(0), Mp = padding == ExpertPadding::kMegatron ? expert_padded_rows(M) : M;
+  const Tensor xp = zero_padded(x, Mp);
+  std::optional<Tensor> pp;
+  if (const Tensor* probs = c.input("probs")) pp = zero_padded(*probs, Mp);
+  const Tensor* probs = pp ? &*pp : nullptr;
+
+  const Tensor h = matmul(s, xp, w1);
+  const Tensor act = activation(s, c, Direction::kForward, h, probs, nullptr).at("out");
+  if (c.direction == Direction::kForward) return {{"out", first_rows(matmul(s, act, w2), M)}};
+
+  const Tensor dp = zero_padded(*c.input("d_out"), Mp);
+  const Tensor d_act = matmul(s, dp, transposed(w2));
+  TensorMap out;
+  out["d_w2"] = matmul(s, transposed(act), dp);
+  const TensorMap d_activation = activation(s, c, Direction::kBackward, h, probs, &d_act);
+  const Tensor& d_h = d_activation.at("d_y");
+  out["d_x"] = first_rows(matmul(s, d_h, transposed(w1)), M);
+  out["d_w1"] = matmul(s, transposed(xp), d_h);
+  if (probs) out["d_probs"] = first_rows(d_activation.at("d_scale"), M);
+  return out;
+}
+
+// --- generation ------------------------------------------------------------------------------
+
+// Rows: each padded count 1..16, the threshold's neighbours, the pad size's, and larger experts.
+rc::Gen<int64_t> expert_rows() {
+  std::vector<int64_t> padded_counts;  // uniform, whatever the size: each must occur
+  for (int64_t M = 1; M < kExpertPadBelow; ++M) padded_counts.push_back(M);
+  return rc::gen::weightedOneOf<int64_t>({
+      {1, rc::gen::just<int64_t>(0)},
+      {8, rc::gen::elementOf(padded_counts)},
+      {1, rc::gen::element<int64_t>(int64_t{kExpertPadBelow}, int64_t{kExpertPadRows - 1}, int64_t{kExpertPadRows},
+                                                 int64_t{kExpertPadRows + 1})},
+      {2, rc::gen::inRange<int64_t>(kExpertPadRows + 2, 80)},
+  });
+}
+
+enum class Values { kLayer, kMixed, kSmallInt };
+
+rc::Gen<Case> generate(Direction direction) {
+  return rc::gen::exec([direction] {
+    Case c;
+    c.op = kOp;
+    c.direction = direction;
+    const int64_t M = *expert_rows();
+    const int64_t H = *rc::gen::weightedOneOf<int64_t>(
+        {{2, rc::gen::inRange<int64_t>(1, 24)}, {2, rc::gen::element<int64_t>(16, 32, 48, 64)}});
+    const int64_t F = *rc::gen::weightedOneOf<int64_t>(
+        {{2, rc::gen::inRange<int64_t>(1, 20)}, {2, rc::gen::element<int64_t>(8, 16, 24, 32)}});
+    const Values values = *rc::gen::weightedElement<Values>({{6, Values::kLayer}, {2, Values::kMixed}, {1, Values::kSmallInt}});
+    const uint64_t seed = *rc::gen::arbitrary<uint64_t>();
+    auto tensor = [&](const char* name, Shape shape, int lo, int hi, uint64_t salt) {
+      switch (values) {
+        case Values::kLayer: c.inputs[name] = bf16_with_exponents(std::move(shape), seed ^ salt, lo, hi); break;
+        case Values::kMixed: c.inputs[name] = *gen::tensor(DType::kBF16, std::move(shape), gen::ValueFamily::kMixed); break;
+        case Values::kSmallInt: c.inputs[name] = *gen::tensor(DType::kBF16, std::move(shape), gen::ValueFamily::kSmallInt); break;
+      }
+    };
+    // A layer's magnitudes: activations about 1, weights about 1 / sqrt(H), gradients small.
+    tensor("x", {M, H}, -4, 1, 1);
+    tensor("w1", {H, 2 * F}, -9, -3, 2);
+    tensor("w2", {F, H}, -9, -3, 3);
+    if (direction == Direction::kBackward) tensor("d_out", {M, H}, -12, -6, 4);
+    if (*rc::gen::weightedElement<bool>({{3, true}, {1, false}})) {
+      // Router probabilities in [0, 1], some rows exactly 0 (a token whose weight vanished) or 1.
+      Tensor probs(DType::kFP32, {M});
+      for (int64_t r = 0; r < M; ++r)
+        probs.set_f32(r, *rc::gen::weightedOneOf<float>({{1, rc::gen::just(0.0f)},
+                                                         {1, rc::gen::just(1.0f)},
+                                                         {6, rc::gen::map(rc::gen::inRange(1, 1 << 20), [](int v) {
+                                                            return static_cast<float>(v) / static_cast<float>(1 << 20);
+                                                          })}}));
+      c.inputs["probs"] = std::move(probs);
+    }
+    if (const std::optional<double> clamp = *gen::clamp()) c.attrs[kClampAttr] = *clamp;
+    return c;
+  });
+}
+
+// --- classes ---------------------------------------------------------------------------------
+
+std::string rows_tag(int64_t M) {
+  if (M <= kExpertPadRows + 1) return "M=" + std::to_string(M);
+  return "M=large";
+}
+
+CaseClasses classes(const Case& c) {
+  CaseClasses k;
+  const int64_t M = c.input("x")->dim(0), F = c.input("w1")->dim(1) / 2;
+  k.shape_class = M == 0 ? "rows=0" : expert_padded_rows(M) != M ? "padded" : "unpadded";
+  const Tensor* probs = c.input("probs");
+  k.tags = {rows_tag(M), gen::rows_class(M), k.shape_class, probs ? "probs" : "no_probs",
+            gen::clamp_class(c.float_attr(kClampAttr)), F % 8 == 0 ? "F%8=0" : "F%8!=0"};
+  if (probs)
+    for (int64_t r = 0; r < probs->numel(); ++r)
+      if (probs->f32(r) == 0) {
+        k.tags.push_back("prob=0");
+        break;
+      }
+  std::vector<std::string> values;
+  for (const char* name : {"x", "w1", "w2", "d_out"})
+    if (const Tensor* t = c.input(name))
+      for (const std::string& v : gen::value_tags(*t)) {
+        k.tags.push_back(std::string(name) + ":" + v);
+        if ((v == "nan" || v == "inf") && std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
+      }
+  for (const std::string& v : values) k.value_class += (k.value_class.empty() ? "" : ",") + v;
+  if (k.value_class.empty()) k.value_class = "plain";
+  return k;
+}
+
+std::vector<std::string> required_tags(Direction) {
+  std::vector<std::string> tags;
+  for (int64_t M = 0; M < kExpertPadBelow; ++M) tags.push_back("M=" + std::to_string(M));
+  for (int64_t M : {kExpertPadBelow, kExpertPadRows - 1, kExpertPadRows, kExpertPadRows + 1})
+    tags.push_back("M=" + std::to_string(M));
+  tags.insert(tags.end(), {"M=large", "padded", "unpadded", "probs", "no_probs", "prob=0", "clamp=none", "clamp=normal",
+                           "clamp=negative", "clamp=nan", "F%8=0", "F%8!=0", "x:nan", "x:inf", "w1:-0"});
+  return tags;
+}
+
+// --- error inputs --------------------------------------------------------------------------------
+
+Case small_case(Direction direction) {
+  Case c;
+  c.op = kOp;
+  c.direction = direction;
+  c.inputs["x"] = Tensor(DType::kBF16, {3, 8});
+  c.inputs["w1"] = Tensor(DType::kBF16, {8, 12});
+  c.inputs["w2"] = Tensor(DType::kBF16, {6, 8});
+  c.inputs["probs"] = Tensor(DType::kFP32, {3});
+  if (direction == Direction::kBackward) c.inputs["d_out"] = Tensor(DType::kBF16, {3, 8});
+  return c;
+}
+
+std::vector<ErrorInput> error_inputs(Direction direction) {
+  std::vector<ErrorInput> out;
+  auto add = [&](std::string name, auto edit, std::string error_class, std::string field) {
+    Case c = small_case(direction);
+    edit(c);
+    out.push_back({std::move(name), std::move(c), std::move(error_class), std::move(field), {}});
+  };
+  add("x_fp32", [](Case& c) { c.inputs["x"] = Tensor(DType::kFP32, {3, 8}); }, "dtype", "x");
+  add("x_rank1", [](Case& c) { c.inputs["x"] = Tensor(DType::kBF16, {24}); }, "shape", "x");
+  add("w1_odd_columns", [](Case& c) { c.inputs["w1"] = Tensor(DType::kBF16, {8, 11}); }, "shape", "w1");
+  add("w1_rows_not_H", [](Case& c) { c.inputs["w1"] = Tensor(DType::kBF16, {7, 12}); }, "shape", "w1");
+  add("w2_transposed", [](Case& c) { c.inputs["w2"] = Tensor(DType::kBF16, {8, 6}); }, "shape", "w2");
+  add("w2_missing", [](Case& c) { c.inputs.erase("w2"); }, "shape", "w2");
+  add("probs_bf16", [](Case& c) { c.inputs["probs"] = Tensor(DType::kBF16, {3}); }, "dtype", "probs");
+  add("probs_2d", [](Case& c) { c.inputs["probs"] = Tensor(DType::kFP32, {3, 1}); }, "shape", "probs");
+  add("probs_rows", [](Case& c) { c.inputs["probs"] = Tensor(DType::kFP32, {4}); }, "shape", "probs");
+  if (direction == Direction::kBackward)
+    add("d_out_shape", [](Case& c) { c.inputs["d_out"] = Tensor(DType::kBF16, {3, 7}); }, "shape", "d_out");
+  return out;
+}
+
+// --- reference inputs ----------------------------------------------------------------------------
+
+std::vector<ReferenceInput> reference_inputs(Direction direction) {
+  // A narrow expert at the token counts the rule pads (1, 16) and does not (17, 40); CPU-sized.
+  constexpr int64_t kH = 256, kF = 128;
+  std::vector<ReferenceInput> out;
+  for (int64_t M : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{40}})
+    out.push_back({"M" + std::to_string(M) + "_H" + std::to_string(kH) + "_F" + std::to_string(kF) + "_probs", {},
+                   [M, direction] {
+                     Case c;
+                     c.op = kOp;
+                     c.direction = direction;
+                     c.inputs["x"] = bf16_with_exponents({M, kH}, 41, -4, 1);
+                     c.inputs["w1"] = bf16_with_exponents({kH, 2 * kF}, 42, -9, -4);
+                     c.inputs["w2"] = bf16_with_exponents({kF, kH}, 43, -9, -4);
+                     Tensor probs(DType::kFP32, {M});
+                     uint64_t state = 44;
+                     for (int64_t r = 0; r < M; ++r)
+                       probs.set_f32(r, static_cast<float>(splitmix64_next(state) >> 40) / static_cast<float>(1 << 24));
+                     c.inputs["probs"] = probs;
+                     if (direction == Direction::kBackward) c.inputs["d_out"] = bf16_with_exponents({M, kH}, 45, -12, -6);
+                     c.attrs[kClampAttr] = 7.0;
+                     return c;
+                   }});
+  return out;
+}
+
+// --- shrinking -------------------------------------------------------------------------------
+
+// Rows [r0, r0 + nr), hidden columns [h0, h0 + nh) and expert columns [f0, f0 + nf) (of both halves
+// of w1).
+Case window(const Case& c, int64_t r0, int64_t nr, int64_t h0, int64_t nh, int64_t f0, int64_t nf) {
+  const int64_t H = c.input("x")->dim(1), F = c.input("w1")->dim(1) / 2;
+  auto cut = [](const Tensor& t, int64_t i0, int64_t ni, int64_t cols, auto col_of, int64_t ncols) {
+    Tensor out(t.dtype(), {ni, ncols});
+    for (int64_t i = 0; i < ni; ++i)
+      for (int64_t j = 0; j < ncols; ++j) out.set_bits(i * ncols + j, t.bits((i0 + i) * cols + col_of(j)));
+    return out;
+  };
+  Case out = c;
+  auto hidden = [h0](int64_t j) { return h0 + j; };
+  out.inputs["x"] = cut(*c.input("x"), r0, nr, H, hidden, nh);
+  if (const Tensor* d_out = c.input("d_out")) out.inputs["d_out"] = cut(*d_out, r0, nr, H, hidden, nh);
+  out.inputs["w1"] = cut(*c.input("w1"), h0, nh, 2 * F, [=](int64_t j) { return j < nf ? f0 + j : F + f0 + j - nf; }, 2 * nf);
+  out.inputs["w2"] = cut(*c.input("w2"), f0, nf, H, hidden, nh);
+  if (const Tensor* probs = c.input("probs")) {
+    Tensor p(DType::kFP32, {nr});
+    for (int64_t r = 0; r < nr; ++r) p.set_bits(r, probs->bits(r0 + r));
+    out.inputs["probs"] = p;
+  }
+  return out;
+}
+
+std::vector<Case> shrink_shape(const Case& c) {
+  constexpr int64_t kMaxSingles = 4;
+  const int64_t M = c.input("x")->dim(0), H = c.input("x")->dim(1), F = c.input("w1")->dim(1) / 2;
+  std::vector<Case> out;
+  if (M > 1) {
+    for (int64_t r = 0; r < std::min(M, kMaxSingles); ++r) out.push_back(window(c, r, 1, 0, H, 0, F));
+    out.push_back(window(c, 0, M / 2, 0, H, 0, F));
+    out.push_back(window(c, M / 2, M - M / 2, 0, H, 0, F));
+  }
+  if (F > 1) {
+    for (int64_t f = 0; f < std::min(F, kMaxSingles); ++f) out.push_back(window(c, 0, M, 0, H, f, 1));
+    out.push_back(window(c, 0, M, 0, H, 0, F / 2));
+    out.push_back(window(c, 0, M, 0, H, F / 2, F - F / 2));
+  }
+  if (H > 1) {
+    for (int64_t h = 0; h < std::min(H, kMaxSingles); ++h) out.push_back(window(c, 0, M, h, 1, 0, F));
+    out.push_back(window(c, 0, M, 0, H / 2, 0, F));
+    out.push_back(window(c, 0, M, H / 2, H - H / 2, 0, F));
+  }
+  return out;
+}
+
+// --- oracle ------------------------------------------------------------------------------------
+
+Eigen::MatrixXd matrix(const Tensor& t) {
+  Eigen::MatrixXd m(t.dim(0), t.dim(1));
+  for (int64_t i = 0; i < t.dim(0); ++i)
+    for (int64_t j = 0; j < t.dim(1); ++j) m(i, j) = t.f64(i * t.dim(1) + j);
+  return m;
+}
+
+std::vector<double> values(const Eigen::MatrixXd& m) {
+  std::vector<double> out(static_cast<size_t>(m.size()));
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) out[static_cast<size_t>(i * m.cols() + j)] = m(i, j);
+  return out;
+}
+
+// The unrounded MLP in fp64 (no padding: zero rows change nothing in exact arithmetic), with
+// Megatron's clamp semantics (clamp when > 0: a <= c, -c <= b <= c, zero gradient where clamped;
+// NaN propagating).
+std::map<std::string, std::vector<double>> oracle(const Case& c) {
+  const Eigen::MatrixXd X = matrix(*c.input("x")), W1 = matrix(*c.input("w1")), W2 = matrix(*c.input("w2"));
+  const int64_t M = X.rows(), F = W1.cols() / 2;
+  const Eigen::MatrixXd Hm = X * W1;
+  const std::optional<double> attr = c.float_attr(kClampAttr);
+  const bool clamped = attr && *attr > 0;
+  const double limit = clamped ? *attr : 0.0;
+  const Tensor* probs = c.input("probs");
+  Eigen::MatrixXd act(M, F), d_a_factor(M, F), d_b_factor(M, F), sw(M, F);
+  for (int64_t r = 0; r < M; ++r) {
+    const double p = probs ? probs->f64(r) : 1.0;
+    for (int64_t j = 0; j < F; ++j) {
+      double a = Hm(r, j), b = Hm(r, F + j);
+      bool a_clamped = false, b_clamped = false;
+      if (clamped) {
+        a_clamped = a > limit;
+        b_clamped = b > limit || b < -limit;
+        a = std::min(a, limit);
+        b = std::clamp(b, -limit, limit);
+      }
+      const double sig = 1 / (1 + std::exp(-a)), silu = a * sig;
+      sw(r, j) = silu * b;
+      act(r, j) = silu * b * p;
+      d_a_factor(r, j) = a_clamped ? 0 : p * b * sig * (1 + a * (1 - sig));
+      d_b_factor(r, j) = b_clamped ? 0 : p * silu;
+    }
+  }
+  if (c.direction == Direction::kForward) return {{"out", values(act * W2)}};
+  const Eigen::MatrixXd D = matrix(*c.input("d_out"));
+  const Eigen::MatrixXd d_act = D * W2.transpose();
+  Eigen::MatrixXd d_h(M, 2 * F);
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t j = 0; j < F; ++j) {
+      d_h(r, j) = d_act(r, j) * d_a_factor(r, j);
+      d_h(r, F + j) = d_act(r, j) * d_b_factor(r, j);
+    }
+  std::map<std::string, std::vector<double>> out = {{"d_x", values(d_h * W1.transpose())},
+                                                    {"d_w1", values(X.transpose() * d_h)},
+                                                    {"d_w2", values(act.transpose() * D)}};
+  if (probs) {
+    std::vector<double> d_probs(static_cast<size_t>(M));
+    for (int64_t r = 0; r < M; ++r) d_probs[static_cast<size_t>(r)] = sw.row(r).dot(d_act.row(r));
+    out["d_probs"] = d_probs;
+  }
+  return out;
+}
+
+}  // namespace
+
+OpInfo expert_mlp() {
+  OpInfo op;
+  op.name = kOp;
+  op.doc = "one expert's MLP: fc1 (x @ w1) -> SwiGLU weighted by probs -> fc2 (@ w2), 0 < M < 17 tokens padded to 32";
+  const TensorSpec x = {"x", "[M, H] bf16: the expert's tokens", false, true};
+  const TensorSpec w1 = {"w1", "[H, 2F] bf16: fc1's weight (gate columns, then value columns)", false, false};
+  const TensorSpec w2 = {"w2", "[F, H] bf16: fc2's weight", false, false};
+  const TensorSpec probs = {"probs", "[M] fp32: the router's weight of each token, applied in the activation", true, true};
+  op.inputs[Direction::kForward] = {x, w1, w2, probs};
+  op.inputs[Direction::kBackward] = {x, w1, w2, probs, {"d_out", "[M, H] bf16: gradient of out", false, true}};
+  op.outputs[Direction::kForward] = {{"out", "[M, H] bf16", false, true}};
+  op.outputs[Direction::kBackward] = {
+      {"d_x", "[M, H] bf16", false, true},
+      {"d_w1", "[H, 2F] bf16: x^T @ d_h over the padded rows", false, false},
+      {"d_w2", "[F, H] bf16: act^T @ d_out over the padded rows", false, false},
+      // Megatron's d_scale row sum follows rule 7, whose order the (padded) row count sets.
+      {"d_probs", "[M] fp32, when probs is given", true, true, true}};
+  op.attrs = {{kClampAttr, AttrType::kFloat, "the SwiGLU clamp value (as for swiglu): a <= c, -c <= b <= c; absent means no clamp"}};
+  for (const Composition& k : kCompositions)
+    op.contracts.push_back({k.contract, k.doc, k.derived_from, ClampGate::kPositive});
+  op.validate = validate;
+  op.generate = generate;
+  op.required_tags = required_tags;
+  op.classes = classes;
+  op.error_inputs = error_inputs;
+  op.reference_inputs = reference_inputs;
+  op.shrink_shape = shrink_shape;
+  op.oracle = oracle;
+  return op;
+}
+
+std::optional<Impl> expert_mlp_chain(const Registry& registry, const std::string& kind, const std::string& contract,
+                                     ExpertPadding padding) {
+  for (const Composition& k : kCompositions) {
+    if (contract != k.contract) continue;
+    const Impl* gemm = registry.impl("gemm", kind + ":" + k.gemm_contract);
+    const Impl* scaled = registry.impl("swiglu_scale", kind + ":" + k.activation_contract);
+    const Impl* plain = registry.impl("swiglu", kind + ":" + k.activation_contract);
+    const OpInfo* gemm_op = registry.op("gemm");
+    const OpInfo* scaled_op = registry.op("swiglu_scale");
+    const OpInfo* plain_op = registry.op("swiglu");
+    if (!gemm || !scaled || !plain || !gemm_op || !scaled_op || !plain_op) return std::nullopt;
+    Stages s{*gemm,
+             *scaled,
+             *plain,
+             *gemm_op->contract(k.gemm_contract),
+             *scaled_op->contract(k.activation_contract),
+             *plain_op->contract(k.activation_contract)};
+    return Impl([s, padding](const Case& c, const ContractInfo&) { return run_chain(s, c, padding); });
+  }
+  return std::nullopt;
+}
+
+std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind) {
+  std::vector<ImplEntry> out;
+  for (const Composition& k : kCompositions)
+    if (std::optional<Impl> impl = expert_mlp_chain(registry, kind, k.contract, ExpertPadding::kMegatron))
+      out.push_back({kOp, k.contract, std::move(*impl)});
+  return out;
+}
+
+}  // namespace bitparity::ops

@@ -1,0 +1,38 @@
+// The expert MLP (spec OP-10 with OP-4/5/6): fc1 -> weighted SwiGLU -> fc2 on one expert's tokens,
+// with Megatron's small-batch padding. Its contracts are compositions of two ops' contracts: the
+// GEMM's (gemm) and the activation's (swiglu_scale with probs, swiglu without), so that every
+// backend that implements those stages implements expert_mlp the same way, stage by stage.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/registry.h"
+
+namespace bitparity::ops {
+
+OpInfo expert_mlp();  // ops/expert_mlp.cpp
+
+// The padding rule (spec OP-10): an expert with 0 < M < kExpertPadBelow tokens is padded with zero
+// rows (and zero probs) to kExpertPadRows, computed, and sliced back; M = 0 computes nothing.
+inline constexpr int64_t kExpertPadBelow = 17;
+inline constexpr int64_t kExpertPadRows = 32;
+inline int64_t expert_padded_rows(int64_t M) { return M > 0 && M < kExpertPadBelow ? kExpertPadRows : M; }
+
+// Whether a chain applies the padding rule: kMegatron always in the registry; kNone only for the
+// planted bug that forgets it (testing/planted_bugs.cpp).
+enum class ExpertPadding { kMegatron, kNone };
+
+// The chain of contract `contract` on backend kind `kind` (its gemm and activation stages taken
+// from `registry`), or nothing when the kind lacks a stage.
+std::optional<Impl> expert_mlp_chain(const Registry& registry, const std::string& kind, const std::string& contract,
+                                     ExpertPadding padding);
+
+// The implementations of expert_mlp's contracts on backend kind `kind`, each built from that kind's
+// implementations of the stage contracts in `registry` (those it lacks leave the contract out).
+// Called by the composition root once the kind's stage implementations are registered.
+std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind);
+
+}  // namespace bitparity::ops
