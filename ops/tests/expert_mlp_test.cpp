@@ -37,10 +37,12 @@ Tensor zero_padded_rows(const Tensor& t, int64_t rows) {
   return out;
 }
 
-bool finite_inputs(const Case& c) {
+// Every input finite and at most 2^16 in magnitude: no fc1 sum overflows (an infinite h times a
+// zero prob is NaN, as in PyTorch), and the properties below are about finite arithmetic.
+bool moderate_inputs(const Case& c) {
   for (const auto& [name, t] : c.inputs)
     for (int64_t i = 0; i < t.numel(); ++i)
-      if (!std::isfinite(t.f64(i))) return false;
+      if (!(std::fabs(t.f64(i)) <= 65536.0)) return false;
   return true;
 }
 
@@ -95,8 +97,8 @@ TEST_P(ExpertMlp, AZeroProbGivesAZeroRow) {
   check_property([&] {
     const Case c = *op.generate(target.direction);
     const Tensor* probs = c.input("probs");
-    const bool weighted_and_finite = probs != nullptr && finite_inputs(c);
-    RC_PRE(weighted_and_finite);
+    const bool weighted_and_moderate = probs != nullptr && moderate_inputs(c);
+    RC_PRE(weighted_and_moderate);
     reproduce_with(c, "bit_mismatch");
     const Outcome got = run(target, c);
     RC_ASSERT(!got.rejected());
@@ -180,8 +182,8 @@ TEST_P(ExpertMlp, ForwardIsWithinItsChainsBoundOfTheOracle) {
   int64_t compared = 0;
   check_property([&] {
     const Case c = *op.generate(target.direction);
-    const bool finite = finite_inputs(c);
-    RC_PRE(finite);
+    const bool moderate = moderate_inputs(c);
+    RC_PRE(moderate);
     reproduce_with(c, "ulp_over_budget");
     const Outcome got = run(target, c);
     RC_ASSERT(!got.rejected());
