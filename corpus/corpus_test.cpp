@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 
@@ -262,6 +263,75 @@ TEST_F(CorpusTest, BrokenEntriesNameTheFileAndTheField) {
             0u);
   EXPECT_EQ(broken([](auto& d) { d["inputs"]["x"]["hex"] = "40"; }).rfind(file + ": inputs.x.hex:", 0), 0u);
   EXPECT_EQ(broken([](auto& d) { d["finding"]["kind"] = "bad"; }).rfind(file + ": finding.kind:", 0), 0u);
+  fs::remove_all(dir);
+}
+
+// The toy registry plus "rowcount:exact": ref:exact whose y comes out one ulp high in every row
+// when the case has more than one row (a library picking another algorithm for a larger batch).
+Registry rowcount_registry() {
+  Registry r = make_fake_registry();
+  r.add_backend({"rowcount", "test-only: y changes with the row count", nullptr});
+  const Impl exact = *r.impl("toy", "ref:exact");
+  r.add_impl("toy", "rowcount", "exact", [exact](const Case& c, const ContractInfo& contract) {
+    TensorMap out = exact(c, contract);
+    Tensor& y = out.at("y");
+    if (y.dim(0) > 1)
+      for (int64_t i = 0; i < y.numel(); ++i) y.set_bits(i, y.bits(i) + 1);
+    return out;
+  });
+  return r;
+}
+
+TEST_F(CorpusTest, AnInvarianceEntryReplaysTheRowsAloneAgainstTheWholeCase) {
+  const Registry rows = rowcount_registry();
+  const Case three_rows = toy_case(3, 2, {1.0f, 2.0f, 1.5f, 0.5f, 2.5f, 1.25f});
+  // An honest backend: y's rows alone are y's rows (y_sum, row-count dependent, is not compared).
+  EXPECT_EQ(diff_rows(rows, three_rows, "ref:exact", {1, 1}).verdict, DiffVerdict::kAgree)
+      << diff_rows(rows, three_rows, "ref:exact", {1, 1}).message;
+  const DiffResult r = diff_rows(rows, three_rows, "rowcount:exact", {2, 1});
+  ASSERT_EQ(r.verdict, DiffVerdict::kFinding);
+  EXPECT_EQ(r.kind, kInvarianceViolation);
+  EXPECT_EQ(r.output, "y");
+  EXPECT_NE(r.message.find("rows [2, 3) of 3"), std::string::npos) << r.message;
+
+  const fs::path dir = fresh_dir("invariance");
+  const OpInfo& op = *rows.op("toy");
+  const BackendPair twice{"rowcount:exact", "rowcount:exact"};
+  const fs::path path = write_entry(
+      dir, three_rows,
+      make_entry(op, three_rows, twice, r, finding_signature(op, three_rows, twice, r), "divergence", Provenance{},
+                 false, RowCut{2, 1}));
+  const Entry entry = load_entry(path, rows);
+  ASSERT_TRUE(entry.rows.has_value());
+  EXPECT_EQ(entry.rows->first, 2);
+  EXPECT_EQ(entry.rows->count, 1);
+  EXPECT_EQ(replay_entry(rows, entry).status, ReplayStatus::kPass) << replay_entry(rows, entry).summary;
+  // The same entry on a backend that keeps its rows: the pinned divergence no longer shows.
+  Entry honest = entry;
+  honest.pair = {"ref:exact", "ref:exact"};
+  const ReplayResult fixed = replay_entry(rows, honest);
+  EXPECT_EQ(fixed.status, ReplayStatus::kFail);
+  EXPECT_NE(fixed.summary.find("no longer shows"), std::string::npos) << fixed.summary;
+
+  // The rows are checked when the entry is read.
+  auto broken = [&](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json doc = nlohmann::json::parse(read(path));
+    edit(doc);
+    const fs::path bad = dir / "broken.json";
+    write_file_atomically(bad, doc.dump());
+    try {
+      load_entry(bad, rows);
+    } catch (const ParseError& e) {
+      return std::string(e.what()).substr(bad.string().size() + 2);
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(broken([](auto& d) { d["finding"].erase("rows"); }), "finding.rows: missing");
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["count"] = 0; }).rfind("finding.rows.count:", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["first"] = -1; }).rfind("finding.rows.first:", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["first"] = 3; }).rfind("finding.rows: rows [3, 4)", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["pair"] = {"rowcount:exact", "ref:exact"}; }).rfind("finding.pair:", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["kind"] = "bit_mismatch"; }).rfind("finding.rows: only", 0), 0u);
   fs::remove_all(dir);
 }
 

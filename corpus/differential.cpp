@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/rows.h"
 
 namespace bitparity::corpus {
 namespace {
@@ -255,6 +256,45 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
     r.message = "nondeterminism: two runs of " + pair.a + " differ (" + r.kind + ")\n" + r.message;
     r.kind = kNondeterminism;
   }
+  return r;
+}
+
+DiffResult diff_rows(const Registry& registry, const Case& c, const std::string& backend, const RowCut& cut,
+                     const CompareOptions& options) {
+  const OpInfo* op = registry.op(c.op);
+  if (!op) throw std::runtime_error("unknown op " + c.op);
+  const Case part = cut_rows(*op, c, cut.first, cut.count);
+  const Outcome whole = run_side(registry, backend, c), alone = run_side(registry, backend, part);
+  const std::string rows = "rows [" + std::to_string(cut.first) + ", " + std::to_string(cut.first + cut.count) + ")";
+  DiffResult r;
+  if (whole.rejected() || alone.rejected()) {
+    if (!whole.rejected()) {
+      r.verdict = DiffVerdict::kFinding;
+      r.kind = kInvarianceViolation;
+      r.message = case_title(c) + " " + backend + ": " + rows + " alone are refused (" + alone.reject_class + ": " +
+                  alone.message + ") while the whole case computes";
+    }
+    return r;
+  }
+  const int64_t total = row_count(*op, c);
+  TensorMap in_whole, by_themselves;
+  for (const TensorSpec& spec : op->output_specs(c.direction)) {
+    if (!spec.rows_first || spec.row_count_dependent) continue;
+    auto w = whole.outputs->find(spec.name);
+    auto a = alone.outputs->find(spec.name);
+    if (w == whole.outputs->end() || a == alone.outputs->end() || w->second.rank() == 0 || w->second.dim(0) != total)
+      continue;
+    in_whole[spec.name] = tensor_rows(w->second, cut.first, cut.count);
+    by_themselves[spec.name] = a->second;
+  }
+  Comparison cmp = compare_outputs(in_whole, by_themselves, options);
+  if (cmp.verdict == Verdict::kIdentical) return r;
+  r.verdict = DiffVerdict::kFinding;
+  r.kind = kInvarianceViolation;
+  if (const OutputComparison* first = cmp.first_difference()) r.output = first->name;
+  r.message = format_comparison(cmp, case_title(c) + " " + rows + " of " + std::to_string(total),
+                                backend + " (whole case)", backend + " (rows alone)");
+  r.comparison = std::move(cmp);
   return r;
 }
 

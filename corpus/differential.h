@@ -33,6 +33,10 @@ inline constexpr std::string_view kDeviceFault = "device_fault";
 // An output of a contract judged by its error bound (ContractInfo::error_bound: an unknown order,
 // such as cuBLAS's) has elements farther from the true value than the bound allows.
 inline constexpr std::string_view kUlpOverBudget = "ulp_over_budget";
+// Batch invariance (the row-count properties): rows of a case, run alone, do not give the bits
+// they have in the whole case, on one backend. A corpus entry of this kind names the rows (RowCut)
+// and replays through diff_rows.
+inline constexpr std::string_view kInvarianceViolation = "invariance_violation";
 // Whether `kind` is one of the seven above: the kinds a differential run, and so a corpus entry,
 // records. Other harnesses report other kinds (invariance_violation).
 bool is_differential_kind(std::string_view kind);
@@ -105,6 +109,18 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c);
 // Runs both sides (run_side) and classifies: a side's backend error is a kBackendError finding.
 DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair,
+                     const CompareOptions& options = {});
+
+// Rows [first, first + count) of a case (core/rows.h's cut_rows).
+struct RowCut {
+  int64_t first = 0, count = 0;
+};
+// One backend on the whole case and on the rows `cut` alone: the rows-first outputs whose values do
+// not depend on the row count (TensorSpec::row_count_dependent) must keep their bits. A finding is
+// kInvarianceViolation in the first output that changes (a = the whole case's rows, b = the rows
+// alone), or when the rows alone are refused while the whole case is not; a whole case refused
+// while its rows are not is an agreement (a rule about the batch).
+DiffResult diff_rows(const Registry& registry, const Case& c, const std::string& backend, const RowCut& cut,
                      const CompareOptions& options = {});
 
 // "op dir", the title of every message about a case.

@@ -7,6 +7,7 @@
 #include "core/case_json.h"
 #include "core/error.h"
 #include "core/json_strict.h"
+#include "core/rows.h"
 #include "core/safe_file.h"
 
 namespace bitparity::corpus {
@@ -46,9 +47,26 @@ void read_finding(const json& doc, Entry& entry) {
   const json& finding = require_object(doc, "finding", "");
   entry.pair = read_pair(finding);
   entry.kind = get_string(finding, "kind", "finding");
-  if (!is_differential_kind(entry.kind))
+  if (!is_differential_kind(entry.kind) && entry.kind != kInvarianceViolation)
     throw ParseError("finding.kind",
-                     "expected bit_mismatch, shape_mismatch, error_mismatch, backend_error, nondeterminism or device_fault, got " + excerpt(entry.kind));
+                     "expected bit_mismatch, shape_mismatch, error_mismatch, backend_error, nondeterminism, device_fault, "
+                     "ulp_over_budget or invariance_violation, got " + excerpt(entry.kind));
+  if (entry.kind == kInvarianceViolation) {
+    const json& rows = require_object(finding, "rows", "finding");
+    RowCut cut;
+    for (const auto& [field, value] : {std::pair<const char*, int64_t*>{"first", &cut.first}, {"count", &cut.count}}) {
+      const json& v = require(rows, field, "finding.rows");
+      if (!v.is_number_integer() || v.get<int64_t>() < 0)
+        throw ParseError(std::string("finding.rows.") + field, "expected a non-negative integer");
+      *value = v.get<int64_t>();
+    }
+    if (cut.count == 0) throw ParseError("finding.rows.count", "expected at least one row");
+    if (entry.pair.a != entry.pair.b)
+      throw ParseError("finding.pair", "an invariance_violation runs one backend twice; got " + entry.pair.name());
+    entry.rows = cut;
+  } else if (finding.contains("rows")) {
+    throw ParseError("finding.rows", "only an invariance_violation names rows");
+  }
   entry.output = get_string(finding, "output", "finding");
   entry.signature = get_string(finding, "signature", "finding");
   if (finding.contains("strict_nan")) entry.strict_nan = get_bool(finding, "strict_nan", "finding");
@@ -79,16 +97,19 @@ std::string default_pin(const BackendPair& pair, std::string_view same_contract_
 }
 
 json make_entry(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result,
-                const std::string& signature, const std::string& pins, const Provenance& provenance, bool strict_nan) {
+                const std::string& signature, const std::string& pins, const Provenance& provenance, bool strict_nan,
+                const std::optional<RowCut>& rows) {
   json doc = case_to_json(c);
+  const Case judged = rows ? cut_rows(op, c, rows->first, rows->count) : c;
   doc["finding"] = {{"kind", result.kind},
                     {"pair", {pair.a, pair.b}},
                     {"output", result.output},
                     {"first", first_mismatch_json(result)},
                     {"signature", signature},
                     {"message", result.message},
-                    {"arbitration", arbitration_json(op, c, pair, result)},
+                    {"arbitration", arbitration_json(op, judged, pair, result)},
                     {"strict_nan", strict_nan}};
+  if (rows) doc["finding"]["rows"] = {{"first", rows->first}, {"count", rows->count}};
   doc["provenance"] = {{"seed", provenance.seed},     {"case_index", provenance.case_index},
                        {"shard", provenance.shard},   {"commit", provenance.commit},
                        {"device", provenance.device}, {"tool_version", provenance.tool_version},
@@ -113,6 +134,13 @@ Entry entry_from_json(const json& doc, const fs::path& path, const Registry& reg
     entry.path = path;
     entry.c = case_from_json(doc, registry);
     read_finding(doc, entry);
+    if (entry.rows) {
+      const int64_t total = row_count(*registry.op(entry.c.op), entry.c);
+      if (entry.rows->first + entry.rows->count > total)
+        throw ParseError("finding.rows", "rows [" + std::to_string(entry.rows->first) + ", " +
+                                             std::to_string(entry.rows->first + entry.rows->count) +
+                                             ") are not all in the case's " + std::to_string(total) + " rows");
+    }
     return entry;
   } catch (const ParseError& e) {
     throw ParseError("", prefixed(path, e));

@@ -2,6 +2,8 @@
 //
 // An entry is a `bitparity-case/1` document plus
 //   "finding":    {kind, pair [a, b], output, first {...}, signature, message, arbitration, strict_nan}
+//                 and, for kind invariance_violation, rows {first, count}: the pair is one backend
+//                 twice, run on the whole case and on those rows alone (corpus::diff_rows)
 //   "provenance": {seed, case_index, shard, commit, device, tool_version, date}
 //   "pins":       "divergence" | "fixed" | "open"
 // The pin says what replay checks: a divergence between two contracts must keep showing; a fixed
@@ -10,6 +12,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -40,9 +43,11 @@ struct Provenance {
 std::string default_pin(const BackendPair& pair, std::string_view same_contract_pin = kPinOpen);
 
 // The entry document for a finding on (already shrunk) case `c`.
+// `rows`: the cut of an invariance_violation (diff_rows' result); its arbitration is made on the cut
+// case, whose outputs the finding's positions index.
 nlohmann::json make_entry(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result,
                           const std::string& signature, const std::string& pins, const Provenance& provenance,
-                          bool strict_nan = false);
+                          bool strict_nan = false, const std::optional<RowCut>& rows = std::nullopt);
 
 struct Entry {
   std::filesystem::path path;
@@ -50,6 +55,7 @@ struct Entry {
   BackendPair pair;
   std::string kind, output, signature, pins;
   bool strict_nan = false;
+  std::optional<RowCut> rows;  // invariance_violation only
 };
 
 // Reads and validates an entry against the registry. Every problem is a ParseError whose message

@@ -100,7 +100,8 @@ std::optional<ReplayResult> cannot_replay(const Registry& registry, const std::s
 
 ReplayResult replay_entry(const Registry& registry, const Entry& entry) {
   if (std::optional<ReplayResult> why = cannot_replay(registry, entry.c.op, entry.pair)) return *why;
-  const DiffResult r = diff_case(registry, entry.c, entry.pair, CompareOptions{entry.strict_nan});
+  const DiffResult r = entry.rows ? diff_rows(registry, entry.c, entry.pair.a, *entry.rows, CompareOptions{entry.strict_nan})
+                                  : diff_case(registry, entry.c, entry.pair, CompareOptions{entry.strict_nan});
   // A reference that now calls the input unmodelled no longer tests anything the entry pins.
   if (r.verdict == DiffVerdict::kSkip && entry.pins != kPinOpen)
     return {ReplayStatus::kFail, "the input is now " + describe(r) + "; the entry pins nothing", r.message};

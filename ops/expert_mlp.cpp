@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/gen.h"
 #include "core/random.h"
+#include "core/rows.h"
 #include "ops/gemm.h"
 
 namespace bitparity::ops {
@@ -101,14 +102,6 @@ OutputMetas validate(const Case& c, const ContractInfo&) {
 
 // --- the composition: one chain for every backend --------------------------------------------------
 
-Tensor first_rows(const Tensor& t, int64_t rows) {
-  Shape shape = t.shape();
-  shape[0] = rows;
-  Tensor out(t.dtype(), shape);
-  std::memcpy(out.data(), t.data(), out.nbytes());
-  return out;
-}
-
 // `t` with zero rows (all-zero bit patterns: +0) appended up to `rows`.
 Tensor zero_padded(const Tensor& t, int64_t rows) {
   if (t.dim(0) == rows) return t;
@@ -167,7 +160,7 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
 
   const Tensor h = matmul(s, xp, w1);
   const Tensor act = activation(s, c, Direction::kForward, h, probs, nullptr).at("out");
-  if (c.direction == Direction::kForward) return {{"out", first_rows(matmul(s, act, w2), M)}};
+  if (c.direction == Direction::kForward) return {{"out", tensor_rows(matmul(s, act, w2), 0, M)}};
 
   const Tensor dp = zero_padded(*c.input("d_out"), Mp);
   const Tensor d_act = matmul(s, dp, transposed(w2));
@@ -175,9 +168,9 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
   out["d_w2"] = matmul(s, transposed(act), dp);
   const TensorMap d_activation = activation(s, c, Direction::kBackward, h, probs, &d_act);
   const Tensor& d_h = d_activation.at("d_y");
-  out["d_x"] = first_rows(matmul(s, d_h, transposed(w1)), M);
+  out["d_x"] = tensor_rows(matmul(s, d_h, transposed(w1)), 0, M);
   out["d_w1"] = matmul(s, transposed(xp), d_h);
-  if (probs) out["d_probs"] = first_rows(d_activation.at("d_scale"), M);
+  if (probs) out["d_probs"] = tensor_rows(d_activation.at("d_scale"), 0, M);
   return out;
 }
 

@@ -10,6 +10,8 @@
 // batch-wide rule refuses (unequal top-k counts) says nothing about its rows alone.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include <rapidcheck.h>
 
 #include "core/gen.h"
+#include "corpus/entry.h"
 #include "properties/harness.h"
 #include "properties/rows.h"
 
@@ -81,9 +84,38 @@ TEST_P(BatchInvariance, OtherRowsValuesDoNotChangeARow) {
   });
 }
 
+// Where [ VARIANT ] findings go as corpus entries (pinned divergences that `bitparity replay` and
+// the corpus tests rerun on a machine with the backend): the folder $BITPARITY_VARIANT_CORPUS names;
+// none are written without it. $BITPARITY_DEVICE, when set, is the entries' provenance.device (the
+// GPU, its driver and the library that chose the order), $BITPARITY_COMMIT their commit.
+void write_variant_entry(const Target& target, const Case& c, int64_t row) {
+  const char* dir = std::getenv("BITPARITY_VARIANT_CORPUS");
+  if (!dir || !*dir) return;
+  const corpus::BackendPair pair{target.impl, target.impl};
+  const corpus::DiffResult r = corpus::diff_rows(harness_registry(), c, target.impl, {row, 1});
+  if (r.verdict != corpus::DiffVerdict::kFinding) {
+    std::printf("[ VARIANT  ] not written: %s on the minimized case again gives %s\n", target.impl.c_str(),
+                r.verdict == corpus::DiffVerdict::kAgree ? "the same bits" : r.kind.c_str());
+    return;
+  }
+  const OpInfo& op = op_info(target.op);
+  corpus::Provenance provenance;
+  const char* device = std::getenv("BITPARITY_DEVICE");
+  provenance.device = device ? device : "";
+  if (const char* commit = std::getenv("BITPARITY_COMMIT"); commit && *commit) provenance.commit = commit;
+  provenance.tool_version = "batch_invariance_test";
+  const std::string signature = corpus::finding_signature(op, c, pair, r);
+  const std::filesystem::path path = corpus::write_entry(
+      dir, c,
+      corpus::make_entry(op, c, pair, r, signature, std::string(corpus::kPinDivergence), provenance, false,
+                         corpus::RowCut{row, 1}));
+  std::printf("[ VARIANT  ] written: %s\n", path.c_str());
+}
+
 TEST_P(BatchInvariance, ARowAloneKeepsItsRowCountIndependentOutputs) {
   const Target target = GetParam();
   BITPARITY_SKIP_IF_UNAVAILABLE(target);
+  std::optional<std::pair<Case, int64_t>> last_failure;  // the last failing run: the minimized case
   const std::optional<std::string> failure = property_failure([&] {
     const RowCase rc = draw_row_case(target);
     const Case single = take_rows(rc.c, rc.row, 1);
@@ -99,7 +131,10 @@ TEST_P(BatchInvariance, ARowAloneKeepsItsRowCountIndependentOutputs) {
     const auto diff = difference(row_outcome(whole, rc.row, compared), row_outcome(alone, 0, compared),
                                  target.name() + " row " + std::to_string(rc.row) + " of " +
                                      std::to_string(rc.rows) + " vs that row alone");
-    if (diff) RC_FAIL(*diff);
+    if (diff) {
+      last_failure = std::pair{rc.c, rc.row};
+      RC_FAIL(*diff);
+    }
     if (whole.rejected()) return;
     const Outcome whole_row = row_outcome(whole, rc.row, dependent);
     for (const auto& [name, tensor] : *whole_row.outputs)
@@ -112,6 +147,7 @@ TEST_P(BatchInvariance, ARowAloneKeepsItsRowCountIndependentOutputs) {
     std::printf("[ VARIANT  ] %s: a row's bits change with the row count (the order depends on the shape), "
                 "minimized:\n%s\n", target.name().c_str(), failure->c_str());
     RecordProperty("row_count_changes_bits", "found");
+    if (last_failure) write_variant_entry(target, last_failure->first, last_failure->second);
     return;
   }
   FAIL() << *failure;

@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 
 #include "core/gen.h"
+#include "core/rows.h"
 #include "properties/harness.h"
 
 namespace bitparity::props {
@@ -17,12 +18,7 @@ int64_t row_width(const Tensor& t) { return t.dim(0) == 0 ? 0 : t.numel() / t.di
 
 }  // namespace
 
-std::vector<std::string> row_inputs(const OpInfo& op, Direction d) {
-  std::vector<std::string> names;
-  for (const TensorSpec& spec : op.input_specs(d))
-    if (spec.rows_first) names.push_back(spec.name);
-  return names;
-}
+std::vector<std::string> row_inputs(const OpInfo& op, Direction d) { return row_input_names(op, d); }
 
 bool is_row_wise(const Target& target) { return !row_inputs(op_info(target.op), target.direction).empty(); }
 
@@ -46,36 +42,12 @@ bool row_count_dependent(const Target& target, const std::string& output) {
 }
 
 int64_t case_rows(const Case& c) {
-  int64_t rows = -1;
-  for (const std::string& name : row_inputs(op_info(c.op), c.direction)) {
-    const Tensor* t = c.input(name);
-    if (!t) continue;
-    if (t->rank() == 0) throw std::logic_error(c.op + ": row input " + name + " is a scalar");
-    if (rows >= 0 && t->dim(0) != rows) throw std::logic_error(c.op + ": row inputs disagree on the row count");
-    rows = t->dim(0);
-  }
+  const int64_t rows = row_count(op_info(c.op), c);
   if (rows < 0) throw std::logic_error(c.op + " has no row input");
   return rows;
 }
 
-Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n) {
-  Shape shape = t.shape();
-  shape.at(0) = n;
-  Tensor out(t.dtype(), shape);
-  const int64_t width = row_width(t);
-  const size_t row_bytes = static_cast<size_t>(width * dtype_size(t.dtype()));
-  if (n > 0 && row_bytes > 0) std::memcpy(out.data(), t.data() + r0 * row_bytes, static_cast<size_t>(n) * row_bytes);
-  return out;
-}
-
-Case take_rows(const Case& c, int64_t r0, int64_t n) {
-  const OpInfo& op = op_info(c.op);
-  if (op.take_rows) return op.take_rows(c, r0, n);
-  Case out = c;
-  for (const std::string& name : row_inputs(op_info(c.op), c.direction))
-    if (const Tensor* t = c.input(name)) out.inputs[name] = tensor_rows(*t, r0, n);
-  return out;
-}
+Case take_rows(const Case& c, int64_t r0, int64_t n) { return cut_rows(op_info(c.op), c, r0, n); }
 
 rc::Gen<Case> refill_other_rows(const Case& c, int64_t keep) {
   return rc::gen::exec([c, keep] {

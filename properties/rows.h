@@ -13,6 +13,7 @@
 
 #include "core/case.h"
 #include "core/registry.h"
+#include "core/rows.h"
 #include "properties/harness.h"
 
 namespace bitparity::props {
@@ -32,11 +33,7 @@ bool row_count_dependent(const Target& target, const std::string& output);
 // the row inputs disagree or the op has none.
 int64_t case_rows(const Case& c);
 
-// Rows [r0, r0 + n) of a tensor whose first dimension is rows; rank and other dims unchanged.
-Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n);
-
-// The case restricted to rows [r0, r0 + n): the op's take_rows where it has one, otherwise every
-// row input cut and the other inputs and the attrs kept.
+// The case restricted to rows [r0, r0 + n) (core/rows.h's cut_rows).
 Case take_rows(const Case& c, int64_t r0, int64_t n);
 
 // The case with every row except `keep` refilled with fresh random values of the same dtype

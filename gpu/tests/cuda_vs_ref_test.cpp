@@ -507,9 +507,10 @@ TEST_P(RowCountSweep, LeadingRowsKeepTheirBits) {
   std::printf("[ SWEEP    ] %s %s %s: %zu of %zu row counts change the leading rows' bits%s%s\n", t.title().c_str(),
               t.backend().c_str(), GetParam().input.c_str(), breaking.size(), counts.size(),
               list.empty() ? "" : ": M = ", list.c_str());
-  if (!t.contract_info().order_depends_on_shape)
+  if (!t.contract_info().order_depends_on_shape) {
     EXPECT_TRUE(breaking.empty()) << t.backend() << " has a written order, yet its leading rows change at M = " << list
                                   << "\n" << rerun_command();
+  }
 }
 
 std::string sweep_name(const ::testing::TestParamInfo<SweepTarget>& info) {
