@@ -40,7 +40,20 @@ struct Target {
   const OpInfo* op = nullptr;
   Direction direction = Direction::kForward;
   std::vector<BackendPair> pairs;
+  std::vector<const ContractInfo*> contracts;  // those the pairs name, each once
 };
+
+// Whether every contract of the target's pairs accepts the case (OpInfo::validate).
+bool accepted_by_every_side(const Target& target, const Case& c) {
+  for (const ContractInfo* contract : target.contracts) {
+    try {
+      target.op->validate(c, *contract);
+    } catch (const RejectError&) {
+      return false;
+    }
+  }
+  return true;
+}
 
 void require_available(const Registry& registry, const std::string& backend) {
   const std::string kind = split_backend_name(backend).first;
@@ -73,8 +86,14 @@ std::vector<Target> make_targets(const Registry& registry, const CampaignOptions
     const std::vector<BackendPair> pairs = pairs_for(registry, *op, options.pairs);
     if (pairs.empty()) continue;
     for (const BackendPair& p : pairs) used_pairs.insert(p.name());
+    std::vector<const ContractInfo*> contracts;
+    for (const BackendPair& p : pairs)
+      for (const std::string& backend : {p.a, p.b})
+        if (const ContractInfo* k = op->contract(split_backend_name(backend).second);
+            k && std::find(contracts.begin(), contracts.end(), k) == contracts.end())
+          contracts.push_back(k);
     for (const auto& [direction, specs] : op->inputs)
-      if (op->generate) targets.push_back({op, direction, pairs});
+      if (op->generate) targets.push_back({op, direction, pairs, contracts});
   }
   for (const BackendPair& pair : options.pairs)
     if (!used_pairs.count(pair.name()))
@@ -208,11 +227,23 @@ class Campaign {
 
   // RapidCheck keeps its implicit parameters (gen::exec's handler) in process-wide stacks that are
   // not synchronized: one case is generated at a time.
+  // Aimed at inputs that every side accepts (a rejection compares no arithmetic): a case that a
+  // contract of the pairs rejects is drawn again, from the next seed of generation_seed, up to
+  // kAcceptAttempts times, each at a larger size; one case in kKeepRejectionsEvery keeps its first
+  // draw, so that rejections (error_mismatch: the sides' input checks) are still tested.
   std::optional<Case> generate(const Target& target, int64_t global) {
     const int size = static_cast<int>((global / static_cast<int64_t>(targets_.size())) % (kMaxGenSize + 1));
+    const bool keep_first_draw = global % kKeepRejectionsEvery == 0;
     try {
       const std::lock_guard<std::mutex> lock(generate_mutex_);
-      return target.op->generate(target.direction)(rc::Random(case_seed(options_.seed, global)), size).value();
+      for (int attempt = 0;; ++attempt) {
+        // A small size may draw the rejected shape every time (zero rows): each draw again grows it.
+        const int draw_size = std::min(kMaxGenSize, size + kRedrawSizeStep * attempt);
+        Case c = target.op->generate(target.direction)(rc::Random(generation_seed(options_.seed, global, attempt)),
+                                                        draw_size)
+                     .value();
+        if (keep_first_draw || attempt + 1 >= kAcceptAttempts || accepted_by_every_side(target, c)) return c;
+      }
     } catch (const std::exception& e) {
       warn_once("generator of " + target.op->name, e.what());
     }
@@ -418,6 +449,11 @@ Shard parse_shard(const std::string& text) {
 
 uint64_t case_seed(uint64_t seed, int64_t case_index) {
   return splitmix64_finalize(seed + kSplitmixGamma * static_cast<uint64_t>(case_index + 1));
+}
+
+uint64_t generation_seed(uint64_t seed, int64_t case_index, int attempt) {
+  const uint64_t first = case_seed(seed, case_index);
+  return attempt == 0 ? first : splitmix64_finalize(first + kSplitmixGamma * static_cast<uint64_t>(attempt));
 }
 
 int64_t case_index(const Shard& shard, int64_t local_index) { return local_index * shard.count + shard.index; }

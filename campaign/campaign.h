@@ -2,9 +2,12 @@
 // budget, with minimized new findings written to a corpus and a summary report (design.md,
 // "Campaigns"). `bitparity campaign` is a thin command line over it.
 //
-// Reproducibility: case j (its global index) is generated from rc::Random(case_seed(seed, j)) at
-// size j / targets % 101 for target j % targets, whatever the shard and however many jobs run, so
-// (seed, case index) in an entry's provenance names the exact case. Shard i of n runs the global
+// Reproducibility: case j (its global index) is generated from rc::Random(generation_seed(seed, j,
+// attempt)) at size j / targets % 101 for target j % targets, whatever the shard and however many
+// jobs run, so (seed, case index) in an entry's provenance names the exact case. The attempt is 0,
+// or the first that every contract of the target's pairs accepts (at most kAcceptAttempts draws,
+// the size growing by kRedrawSizeStep each; every kKeepRejectionsEvery-th case keeps its first
+// draw, so rejections are still tested). Shard i of n runs the global
 // indices i, i + n, i + 2n, ...: the shards of a campaign run exactly the cases of the unsharded
 // run, and `bitparity merge` of their outputs equals it. (A shard count with a factor in common
 // with the number of targets gives each shard some of the targets; the shards together run all.)
@@ -58,6 +61,11 @@ inline constexpr int64_t kMaxShardCount = 999'999'999;
 Shard parse_shard(const std::string& text);
 // The seed of the case with global index `case_index`, in every shard.
 uint64_t case_seed(uint64_t seed, int64_t case_index);
+// The seed of draw `attempt` of case `case_index`: case_seed for the first, then fresh seeds.
+uint64_t generation_seed(uint64_t seed, int64_t case_index, int attempt);
+inline constexpr int kAcceptAttempts = 8;
+inline constexpr int kRedrawSizeStep = 10;  // a draw again is kRedrawSizeStep larger (up to kMaxGenSize)
+inline constexpr int64_t kKeepRejectionsEvery = 8;
 // The global case indices shard `shard` runs are case_index(shard, 0), case_index(shard, 1), ...
 int64_t case_index(const Shard& shard, int64_t local_index);
 

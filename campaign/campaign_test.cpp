@@ -335,6 +335,26 @@ TEST_F(CampaignTest, ErrorsAndUnmodelledInputsAreCountedNotWritten) {
   EXPECT_GT(report.counts.at(0).known_findings, 0);
 }
 
+// The generator is aimed at inputs both sides accept: strict's zero-row rejections come only from the
+// cases that keep their first draw (one in kKeepRejectionsEvery), not from every case that drew zero
+// rows, and still come.
+TEST_F(CampaignTest, CasesAimAtInputsBothSidesAcceptButStillTestRejections) {
+  CampaignOptions o = options();
+  o.max_cases = 800;
+  o.pairs = {{"ref:exact", "ref:strict"}};
+  const reports::Report report = run_campaign(registry, o);
+  const reports::PairCounts& counts = report.counts.at(0);
+  const int64_t rejections = counts.mismatches.count("error_mismatch") ? counts.mismatches.at("error_mismatch") : 0;
+  EXPECT_GT(rejections, 0);
+  EXPECT_LE(rejections, (counts.cases + kKeepRejectionsEvery - 1) / kKeepRejectionsEvery);
+  // Without the aim, the generator's share of zero-row cases would be rejected: far more.
+  int64_t zero_rows = 0;
+  for (const auto& coverage : report.coverage)
+    if (coverage.tags.count("rows=0")) zero_rows += coverage.tags.at("rows=0");
+  EXPECT_LT(zero_rows, counts.cases / 4);
+  EXPECT_EQ(zero_rows, rejections);
+}
+
 TEST_F(CampaignTest, StopRequestEndsTheRunWithASummary) {
   std::atomic<bool> stop{true};
   CampaignOptions o = options();

@@ -77,11 +77,17 @@ std::string provenance_text(const json& entry) {
   if (it == entry.end() || !it->is_object()) return "";
   const json& p = *it;
   const std::string f = "provenance";
-  std::string s = "seed " + std::to_string(get_uint64(p, "seed", f));
-  if (p.contains("case_index")) s += ", case " + std::to_string(get_count(p, "case_index", f));
-  if (p.contains("shard")) s += ", shard " + get_string(p, "shard", f);
-  if (p.contains("commit")) s += ", commit " + short_commit(get_string(p, "commit", f));
-  if (p.contains("date")) s += ", " + get_string(p, "date", f);
+  // Every field is optional (a hand-written entry has an author and no seed).
+  std::vector<std::string> parts;
+  if (p.contains("seed")) parts.push_back("seed " + std::to_string(get_uint64(p, "seed", f)));
+  if (p.contains("case_index")) parts.push_back("case " + std::to_string(get_count(p, "case_index", f)));
+  if (p.contains("shard")) parts.push_back("shard " + get_string(p, "shard", f));
+  if (p.contains("author")) parts.push_back("by " + get_string(p, "author", f));
+  if (p.contains("device") && !get_string(p, "device", f).empty()) parts.push_back("on " + get_string(p, "device", f));
+  if (p.contains("commit")) parts.push_back("commit " + short_commit(get_string(p, "commit", f)));
+  if (p.contains("date")) parts.push_back(get_string(p, "date", f));
+  std::string s;
+  for (const std::string& part : parts) s += (s.empty() ? "" : ", ") + part;
   return s;
 }
 

@@ -121,10 +121,30 @@ TEST(DashboardData, CorpusEntriesCarryBitsArbitrationAndReplay) {
   EXPECT_EQ(swiglu.inputs[1].shape, "[1, 2]");
   EXPECT_EQ(swiglu.inputs[1].hex, "0000000000000000");
   EXPECT_EQ(swiglu.attrs, "{\"clamp\":-1.0}");
-  EXPECT_EQ(swiglu.provenance, "seed 11, case 1, shard 0/1, commit abade01, 2026-11-29T19:48:13Z");
+  EXPECT_EQ(swiglu.provenance,
+            "seed 11, case 1, shard 0/1, on host vm; backends: ref, cuda (unavailable: no CUDA device: CUDA driver "
+            "version is insufficient for CUDA runtime version), commit abade01, 2026-11-29T19:48:13Z");
   const std::string file = (kData / "corpus" / "swiglu" / "7eb9f4442988bd8d.json").string();
   EXPECT_EQ(swiglu.replay, "bitparity replay " + file);
   EXPECT_TRUE(data.corpus->at(1).arbitration.is_null());  // this entry has no oracle verdict
+}
+
+// The project's own corpus: campaign entries, hand-written ones (an author, no seed) and the GPU's
+// invariance entries (a device, the rows cut out) all load, each with its provenance shown.
+TEST(DashboardData, TheProjectsOwnCorpusLoads) {
+  DashboardSources sources;
+  sources.corpus = fs::path(BITPARITY_SOURCE_DIR) / "corpus";
+  const DashboardData data = load_dashboard(sources);
+  ASSERT_TRUE(data.corpus);
+  ASSERT_GE(data.corpus->size(), 30u);
+  bool hand_written = false, on_a_gpu = false;
+  for (const CorpusRow& row : *data.corpus) {
+    EXPECT_FALSE(row.provenance.empty()) << row.file;
+    hand_written = hand_written || row.provenance.rfind("by ", 0) == 0;
+    on_a_gpu = on_a_gpu || row.provenance.find("on NVIDIA H200") != std::string::npos;
+  }
+  EXPECT_TRUE(hand_written);
+  EXPECT_TRUE(on_a_gpu);
 }
 
 TEST(DashboardData, ReplayCommandsQuoteForTheShell) {

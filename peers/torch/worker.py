@@ -24,8 +24,9 @@ it and starts a fresh worker for the next one.
 Served (the hello names them): swiglu and swiglu_scale under megatron_eager and megatron_unfused,
 router_topk under megatron_eager and baseline (forward), permute and unpermute under
 megatron_eager, fanout_grad (glm45, dsv4), adamw_step (megatron_eager), grad_finalize
-(megatron_aligned, megatron_r013), embedding (megatron_eager, baseline) and cross_entropy
-(megatron_eager). Not served: what no recorder runs (PaddleFleet's kernels, the fused cross entropy,
+(megatron_aligned, megatron_r013), embedding (megatron_eager, baseline), cross_entropy
+(megatron_eager) and expert_mlp (fixed_order, on inputs where no GEMM order can matter; others are
+rejected as unmodelled). Not served: what no recorder runs (PaddleFleet's kernels, the fused cross entropy,
 the atomic baselines of permute, unpermute and embedding).
 
 `--selftest` pushes every recorded case (peers/torch/*.jsonl.gz, or the files named) through the
@@ -50,6 +51,7 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 import record_cross_entropy as rce  # noqa: E402  (the recorders' op functions; torch loads later)
 import record_embedding as remb  # noqa: E402
+import record_expert_mlp as rem  # noqa: E402
 import record_routing as rr  # noqa: E402
 import record_swiglu as rs  # noqa: E402
 import record_training as rt  # noqa: E402
@@ -491,6 +493,19 @@ def serve_cross_entropy(c, contract):
     return {"d_logits": d_logits}
 
 
+def serve_expert_mlp(c, contract):
+    """Megatron's expert in eager PyTorch (record_expert_mlp.py): the padding, cuBLAS's GEMMs and the
+    eager weighted SwiGLU. fixed_order writes its GEMMs' order down and cuBLAS's is NVIDIA's, so an
+    input on which some GEMM's order could matter is rejected as unmodelled, not answered."""
+    clamp = float_attr(c.attrs, "clamp")
+    d_out = c.need("d_out") if c.direction == "bwd" else None
+    try:
+        return rem.expert_mlp(c.need("x"), c.need("w1"), c.need("w2"), c.inputs.get("probs"), d_out, clamp)
+    except rem.Inexact as e:
+        raise Reject("unmodelled", "expert_mlp under fixed_order: %s on this input, so cuBLAS may not give "
+                                   "fixed_order's bits" % e)
+
+
 # op -> (its function, the contracts whose source the recorders' code runs). Not served: PaddleFleet's
 # fused kernels, the fused cross entropy, and the atomic baselines of permute, unpermute and
 # embedding, which no recorder runs.
@@ -505,6 +520,7 @@ OPS = {
     "grad_finalize": (serve_grad_finalize, ("megatron_aligned", "megatron_r013")),
     "embedding": (serve_embedding, ("megatron_eager", "baseline")),
     "cross_entropy": (serve_cross_entropy, ("megatron_eager",)),
+    "expert_mlp": (serve_expert_mlp, ("fixed_order",)),
 }
 
 

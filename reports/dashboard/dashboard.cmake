@@ -51,7 +51,8 @@ set_property(SOURCE dashboard_assets.cpp APPEND PROPERTY OBJECT_DEPENDS ${embedd
 
 add_executable(dashboard_test dashboard_test.cpp)
 target_compile_definitions(dashboard_test PRIVATE
-                           BITPARITY_DASHBOARD_TESTDATA="${BITPARITY_DASHBOARD_DIR}/testdata")
+                           BITPARITY_DASHBOARD_TESTDATA="${BITPARITY_DASHBOARD_DIR}/testdata"
+                           BITPARITY_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 target_link_libraries(dashboard_test PRIVATE bitparity_dashboard GTest::gtest_main)
 bitparity_test(dashboard_test cpu)
 
