@@ -5,6 +5,11 @@
 // with a huge dim ([0, 2^62], [65536, 0]), which the parse must reject past the shape limits and
 // the references must finish quickly within them. A violation aborts, which is what libFuzzer
 // records as a crash, with the message on stderr.
+//
+// On the direct path the case's numeric features (numeric_features.h: its classes, and per pair of
+// reference contracts the finding kind and the ulp bucket of the largest difference) each light one
+// of libFuzzer's extra counters, so inputs that show new numeric behaviour are kept like inputs that
+// reach new code.
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -13,10 +18,23 @@
 #include "core/case_json.h"
 #include "fuzz/case_decoder.h"
 #include "fuzz/invariants.h"
+#include "fuzz/numeric_features.h"
 
 namespace {
 
 using namespace bitparity;
+
+// libFuzzer's extra counters: a section it finds by name and reads after each input, as it reads
+// the compiler's coverage counters.
+constexpr size_t kNumericCounters = 1 << 14;
+__attribute__((section("__libfuzzer_extra_counters"))) uint8_t g_numeric_counters[kNumericCounters];
+
+void count_numeric_features(const Registry& registry, const Case& c) {
+  for (const std::string& feature : fuzz::numeric_features(registry, c)) {
+    uint8_t& counter = g_numeric_counters[fuzz::feature_slot(feature, kNumericCounters)];
+    if (counter < 255) ++counter;
+  }
+}
 
 // Dims around and far past the limits: within kMaxFuzzRunExtent, at and one past
 // kMaxTensorElements, and the 2^62.
@@ -59,7 +77,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!c) return 0;
   require(fuzz::check_json_round_trip(registry, *c));
   switch (path) {
-    case 0: require(fuzz::check_reference_invariants(registry, *c)); break;
+    case 0:
+      require(fuzz::check_reference_invariants(registry, *c));
+      count_numeric_features(registry, *c);
+      break;
     case 1: require(fuzz::check_user_file(registry, case_to_json(*c).dump())); break;
     default: require(fuzz::check_user_file(registry, with_zero_element_input(*c, bytes))); break;
   }
