@@ -14,5 +14,6 @@ std::vector<KernelRecord> training_kernels();       // gpu/training_records.cpp:
 std::vector<KernelRecord> embedding_kernels();      // gpu/embedding_records.cpp: embedding
 std::vector<KernelRecord> cross_entropy_kernels();  // gpu/cross_entropy_records.cpp: cross_entropy
 std::vector<KernelRecord> gemm_kernels();           // gpu/gemm_records.cpp: gemm
+std::vector<KernelRecord> expert_mlp_kernels();     // gpu/expert_mlp_records.cpp: expert_mlp, composed of the others
 
 }  // namespace bitparity::gpu

@@ -16,6 +16,7 @@ const std::vector<KernelRecord>& kernel_records() {
     for (KernelRecord& r : embedding_kernels()) all.push_back(std::move(r));
     for (KernelRecord& r : cross_entropy_kernels()) all.push_back(std::move(r));
     for (KernelRecord& r : gemm_kernels()) all.push_back(std::move(r));
+    for (KernelRecord& r : expert_mlp_kernels()) all.push_back(std::move(r));
     return all;
   }();
   return records;

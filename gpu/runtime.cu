@@ -74,20 +74,30 @@ DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
 }
 
+DeviceBuffer DeviceBuffer::view(void* ptr, size_t bytes) {
+  DeviceBuffer b;
+  b.ptr_ = ptr;
+  b.bytes_ = bytes;
+  b.owned_ = false;
+  return b;
+}
+
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)),
+      owned_(std::exchange(other.owned_, true)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (ptr_) cudaFree(ptr_);
+    if (ptr_ && owned_) cudaFree(ptr_);
     ptr_ = std::exchange(other.ptr_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    owned_ = std::exchange(other.owned_, true);
   }
   return *this;
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_) cudaFree(ptr_);  // no throw from a destructor; a sticky fault was reported already
+  if (ptr_ && owned_) cudaFree(ptr_);  // no throw from a destructor; a sticky fault was reported already
 }
 
 void DeviceBuffer::upload(const void* host, size_t bytes) {

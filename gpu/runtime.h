@@ -55,6 +55,10 @@ class DeviceBuffer {
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer();
 
+  // A buffer that names `bytes` bytes at `ptr` owned by someone else, and frees nothing: how a record
+  // that composes other records hands its own tensors to their binds.
+  static DeviceBuffer view(void* ptr, size_t bytes);
+
   void* get() const { return ptr_; }
   size_t bytes() const { return bytes_; }
 
@@ -66,6 +70,7 @@ class DeviceBuffer {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  bool owned_ = true;
 };
 
 // cudaDeviceSynchronize, checked.

@@ -268,7 +268,7 @@ std::vector<std::string> required_tags(Direction) {
   for (int64_t M = 0; M < kExpertPadBelow; ++M) tags.push_back("M=" + std::to_string(M));
   for (int64_t M : {kExpertPadBelow, kExpertPadRows - 1, kExpertPadRows, kExpertPadRows + 1})
     tags.push_back("M=" + std::to_string(M));
-  tags.insert(tags.end(), {"M=large", "padded", "unpadded", "probs", "no_probs", "prob=0", "clamp=none", "clamp=normal",
+  tags.insert(tags.end(), {"M=large", "rows=0", "padded", "unpadded", "probs", "no_probs", "prob=0", "clamp=none", "clamp=normal",
                            "clamp=negative", "clamp=nan", "F%8=0", "F%8!=0", "x:nan", "x:inf", "w1:-0"});
   return tags;
 }
@@ -311,27 +311,41 @@ std::vector<ErrorInput> error_inputs(Direction direction) {
 // --- reference inputs ----------------------------------------------------------------------------
 
 std::vector<ReferenceInput> reference_inputs(Direction direction) {
-  // A narrow expert at the token counts the rule pads (1, 16) and does not (17, 40); CPU-sized.
-  constexpr int64_t kH = 256, kF = 128;
+  struct Dims {
+    int64_t M, H, F;
+    bool bench_only;
+  };
+  // A narrow expert at the token counts the rule pads (1, 16) and does not (17, 40), CPU-sized; and
+  // GLM-4.5-Air's expert (H 4096, F 1408) at 16 tokens (padded to 32) and 32, for the benchmarks: the
+  // padding's cost is the difference.
+  const Dims kDims[] = {{1, 256, 128, false},   {16, 256, 128, false},  {17, 256, 128, false},
+                        {40, 256, 128, false},  {16, 4096, 1408, true}, {32, 4096, 1408, true}};
   std::vector<ReferenceInput> out;
-  for (int64_t M : {int64_t{1}, int64_t{16}, int64_t{17}, int64_t{40}})
-    out.push_back({"M" + std::to_string(M) + "_H" + std::to_string(kH) + "_F" + std::to_string(kF) + "_probs", {},
-                   [M, direction] {
+  for (const Dims& d : kDims) {
+    // The GEMMs' floating-point operations at the padded row count: fc1 and fc2 forward; the
+    // backward recomputes fc1 and runs four more.
+    const double per_row = static_cast<double>(d.H) * static_cast<double>(d.F);
+    const double flops = static_cast<double>(expert_padded_rows(d.M)) * per_row * (direction == Direction::kForward ? 6 : 16);
+    out.push_back({"M" + std::to_string(d.M) + "_H" + std::to_string(d.H) + "_F" + std::to_string(d.F) + "_probs", {},
+                   [d, direction] {
+                     const int64_t M = d.M, H = d.H, F = d.F;
                      Case c;
                      c.op = kOp;
                      c.direction = direction;
-                     c.inputs["x"] = bf16_with_exponents({M, kH}, 41, -4, 1);
-                     c.inputs["w1"] = bf16_with_exponents({kH, 2 * kF}, 42, -9, -4);
-                     c.inputs["w2"] = bf16_with_exponents({kF, kH}, 43, -9, -4);
+                     c.inputs["x"] = bf16_with_exponents({M, H}, 41, -4, 1);
+                     c.inputs["w1"] = bf16_with_exponents({H, 2 * F}, 42, -9, -4);
+                     c.inputs["w2"] = bf16_with_exponents({F, H}, 43, -9, -4);
                      Tensor probs(DType::kFP32, {M});
                      uint64_t state = 44;
                      for (int64_t r = 0; r < M; ++r)
                        probs.set_f32(r, static_cast<float>(splitmix64_next(state) >> 40) / static_cast<float>(1 << 24));
                      c.inputs["probs"] = probs;
-                     if (direction == Direction::kBackward) c.inputs["d_out"] = bf16_with_exponents({M, kH}, 45, -12, -6);
+                     if (direction == Direction::kBackward) c.inputs["d_out"] = bf16_with_exponents({M, H}, 45, -12, -6);
                      c.attrs[kClampAttr] = 7.0;
                      return c;
-                   }});
+                   },
+                   d.bench_only, 0, flops});
+  }
   return out;
 }
 
@@ -504,11 +518,19 @@ std::optional<Impl> expert_mlp_chain(const Registry& registry, const std::string
   return std::nullopt;
 }
 
+std::vector<ExpertComposition> expert_mlp_compositions() {
+  std::vector<ExpertComposition> out;
+  for (const Composition& k : kCompositions) out.push_back({k.contract, k.gemm_contract, k.activation_contract});
+  return out;
+}
+
 std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind) {
   std::vector<ImplEntry> out;
-  for (const Composition& k : kCompositions)
+  for (const Composition& k : kCompositions) {
+    if (registry.impl(kOp, kind + ":" + k.contract)) continue;  // the kind has its own
     if (std::optional<Impl> impl = expert_mlp_chain(registry, kind, k.contract, ExpertPadding::kMegatron))
       out.push_back({kOp, k.contract, std::move(*impl)});
+  }
   return out;
 }
 

@@ -21,6 +21,13 @@ inline constexpr int64_t kExpertPadBelow = 17;
 inline constexpr int64_t kExpertPadRows = 32;
 inline int64_t expert_padded_rows(int64_t M) { return M > 0 && M < kExpertPadBelow ? kExpertPadRows : M; }
 
+// What each contract of expert_mlp is made of: gemm's contract for its five GEMMs, and the
+// activation's (swiglu_scale's with probs, swiglu's without).
+struct ExpertComposition {
+  std::string contract, gemm_contract, activation_contract;
+};
+std::vector<ExpertComposition> expert_mlp_compositions();
+
 // Whether a chain applies the padding rule: kMegatron always in the registry; kNone only for the
 // planted bug that forgets it (testing/planted_bugs.cpp).
 enum class ExpertPadding { kMegatron, kNone };
@@ -31,7 +38,8 @@ std::optional<Impl> expert_mlp_chain(const Registry& registry, const std::string
                                      ExpertPadding padding);
 
 // The implementations of expert_mlp's contracts on backend kind `kind`, each built from that kind's
-// implementations of the stage contracts in `registry` (those it lacks leave the contract out).
+// implementations of the stage contracts in `registry` (those it lacks leave the contract out, and so
+// does a kind that implements the contract itself, as the CUDA backend's composed kernel record does).
 // Called by the composition root once the kind's stage implementations are registered.
 std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind);
 
