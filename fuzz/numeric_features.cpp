@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/compare.h"
+#include "core/error.h"
 #include "core/outcome.h"
 #include "corpus/differential.h"
 #include "corpus/entry.h"
@@ -14,8 +15,23 @@ namespace bitparity::fuzz {
 std::vector<std::string> numeric_features(const Registry& registry, const Case& c) {
   const OpInfo* op = registry.op(c.op);
   if (!op) return {};
+  // An op's classes read a case that its validate accepts (under some contract); a decoded case may
+  // be one that every contract rejects, and its classes are not read then.
   std::string classes = "|";
-  if (op->classes) {
+  std::string rejected;
+  bool accepted = false;
+  for (const ContractInfo& contract : op->contracts) {
+    try {
+      op->validate(c, contract);
+      accepted = true;
+      break;
+    } catch (const RejectError& e) {
+      if (rejected.empty()) rejected = "rejected:" + e.error_class() + "|";
+    }
+  }
+  if (!accepted) {
+    classes = rejected.empty() ? "rejected:|" : rejected;
+  } else if (op->classes) {
     const CaseClasses k = op->classes(c);
     classes = k.shape_class + "|" + k.value_class;
   }

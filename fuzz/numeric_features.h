@@ -16,7 +16,8 @@ namespace bitparity::fuzz {
 // "op|dir|shape_class|value_class" for the case, then for every pair of the op's reference
 // contracts (corpus::reference_pairs, each contract run once) "op|dir|a vs b|shape|value|verdict"
 // with the verdict "agree", "skip:<reason>" or "<kind>|<output>|ulp=<bucket of the largest
-// difference>". An op without classes gives empty classes.
+// difference>". An op without classes gives empty classes; a case its classes cannot read (one the
+// op's validate rejects, as decoded fuzz input may be) gives "rejected:<class>|".
 std::vector<std::string> numeric_features(const Registry& registry, const Case& c);
 
 // The counter of a feature among `slots` (FNV-1a of its text, modulo `slots`).

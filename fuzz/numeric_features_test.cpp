@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "testing/toy_op.h"
 
 namespace bitparity::fuzz {
@@ -40,6 +42,28 @@ TEST(NumericFeatures, NameTheClassesAndWhatEachContractPairShowed) {
     return f.find("ref:exact vs ref:strict") != std::string::npos && f.find("|error_mismatch|") != std::string::npos &&
            f.find("|ulp=-") != std::string::npos;
   })) << ::testing::PrintToString(rejected);
+}
+
+// A decoded case may be one the op rejects; its classes are not read then, and nothing throws.
+TEST(NumericFeatures, ACaseTheOpRejectsHasNoClasses) {
+  // The toy op whose classes, like some ops', index dims only a valid case has.
+  const Registry fake = testing::make_fake_registry();
+  OpInfo op = testing::toy_op();
+  op.classes = [classes = op.classes](const Case& c) {
+    if (c.input("x")->rank() != 2) throw std::out_of_range("toy classes read a dim the case lacks");
+    return classes(c);
+  };
+  Registry registry;
+  registry.add_op(op);
+  registry.add_backend(*fake.backend("ref"));
+  for (const char* contract : {"exact", "sloppy"})
+    registry.add_impl("toy", "ref", contract, *fake.impl("toy", std::string("ref:") + contract));
+  Case rank3 = testing::toy_case(1, 2, {2.0f, 1.0f});
+  rank3.inputs["x"] = Tensor(DType::kBF16, {1, 1, 2});
+  std::vector<std::string> features;
+  ASSERT_NO_THROW(features = numeric_features(registry, rank3));
+  ASSERT_FALSE(features.empty());
+  EXPECT_EQ(features[0], "toy|fwd|rejected:shape|");
 }
 
 TEST(NumericFeatures, SlotsAreStableAndInRange) {
