@@ -37,6 +37,18 @@ Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n) {
   return out;
 }
 
+Tensor zero_padded_rows(const Tensor& t, int64_t rows) {
+  if (t.rank() == 0 || rows < t.dim(0))
+    throw std::out_of_range("padding a tensor of shape " + shape_string(t.shape()) + " to " + std::to_string(rows) +
+                            " rows");
+  if (rows == t.dim(0)) return t;
+  Shape shape = t.shape();
+  shape[0] = rows;
+  Tensor out(t.dtype(), shape);  // zero-filled
+  if (t.nbytes() > 0) std::memcpy(out.data(), t.data(), t.nbytes());
+  return out;
+}
+
 Case cut_rows(const OpInfo& op, const Case& c, int64_t r0, int64_t n) {
   if (op.take_rows) return op.take_rows(c, r0, n);
   Case out = c;

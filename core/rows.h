@@ -24,6 +24,9 @@ int64_t row_count(const OpInfo& op, const Case& c);
 // Throws std::out_of_range when the rows are not all there.
 Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n);
 
+// `t` with rows of zero bit patterns (+0) appended up to `rows` (at least t's own).
+Tensor zero_padded_rows(const Tensor& t, int64_t rows);
+
 // The case restricted to rows [r0, r0 + n) (see above).
 Case cut_rows(const OpInfo& op, const Case& c, int64_t r0, int64_t n);
 

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -102,16 +101,6 @@ OutputMetas validate(const Case& c, const ContractInfo&) {
 
 // --- the composition: one chain for every backend --------------------------------------------------
 
-// `t` with zero rows (all-zero bit patterns: +0) appended up to `rows`.
-Tensor zero_padded(const Tensor& t, int64_t rows) {
-  if (t.dim(0) == rows) return t;
-  Shape shape = t.shape();
-  shape[0] = rows;
-  Tensor out(t.dtype(), shape);  // zero-filled
-  std::memcpy(out.data(), t.data(), t.nbytes());
-  return out;
-}
-
 Tensor transposed(const Tensor& t) {
   const int64_t R = t.dim(0), C = t.dim(1);
   Tensor out(t.dtype(), {C, R});
@@ -153,16 +142,16 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
   const Tensor& w1 = *c.input("w1");
   const Tensor& w2 = *c.input("w2");
   const int64_t M = x.dim(0), Mp = padding == ExpertPadding::kMegatron ? expert_padded_rows(M) : M;
-  const Tensor xp = zero_padded(x, Mp);
+  const Tensor xp = zero_padded_rows(x, Mp);
   std::optional<Tensor> pp;
-  if (const Tensor* probs = c.input("probs")) pp = zero_padded(*probs, Mp);
+  if (const Tensor* probs = c.input("probs")) pp = zero_padded_rows(*probs, Mp);
   const Tensor* probs = pp ? &*pp : nullptr;
 
   const Tensor h = matmul(s, xp, w1);
   const Tensor act = activation(s, c, Direction::kForward, h, probs, nullptr).at("out");
   if (c.direction == Direction::kForward) return {{"out", tensor_rows(matmul(s, act, w2), 0, M)}};
 
-  const Tensor dp = zero_padded(*c.input("d_out"), Mp);
+  const Tensor dp = zero_padded_rows(*c.input("d_out"), Mp);
   const Tensor d_act = matmul(s, dp, transposed(w2));
   TensorMap out;
   out["d_w2"] = matmul(s, transposed(act), dp);
@@ -367,11 +356,7 @@ Case window(const Case& c, int64_t r0, int64_t nr, int64_t h0, int64_t nh, int64
   if (const Tensor* d_out = c.input("d_out")) out.inputs["d_out"] = cut(*d_out, r0, nr, H, hidden, nh);
   out.inputs["w1"] = cut(*c.input("w1"), h0, nh, 2 * F, [=](int64_t j) { return j < nf ? f0 + j : F + f0 + j - nf; }, 2 * nf);
   out.inputs["w2"] = cut(*c.input("w2"), f0, nf, H, hidden, nh);
-  if (const Tensor* probs = c.input("probs")) {
-    Tensor p(DType::kFP32, {nr});
-    for (int64_t r = 0; r < nr; ++r) p.set_bits(r, probs->bits(r0 + r));
-    out.inputs["probs"] = p;
-  }
+  if (const Tensor* probs = c.input("probs")) out.inputs["probs"] = tensor_rows(*probs, r0, nr);
   return out;
 }
 
