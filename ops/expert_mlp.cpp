@@ -34,6 +34,7 @@ struct Composition {
   const char* activation_contract;  // swiglu_scale's (with probs) and swiglu's (without)
   const char* doc;
   const char* derived_from;
+  bool bounded;  // judged by expert_mlp_chain_bound (its GEMMs' order is unknown), not bit for bit
 };
 
 const Composition kCompositions[] = {
@@ -42,7 +43,15 @@ const Composition kCompositions[] = {
      "swiglu megatron_eager without probs) with every GEMM in gemm's fixed_order (the tensor core's MMA step, "
      "K-chunks of 16 in ascending k): every rounding written down, so bit-exact on every backend",
      "Megatron-LM's SequentialMLP with the bit-exact small-M padding (PaddleFleet #1627/#1903) and "
-     "WeightedSwiGLUFunction; cuBLAS's GEMMs replaced by bitparity's fixed-order tensor-core GEMM"},
+     "WeightedSwiGLUFunction; cuBLAS's GEMMs replaced by bitparity's fixed-order tensor-core GEMM",
+     false},
+    {"megatron_eager", "cublas", "megatron_eager",
+     "Megatron's expert MLP as it runs: padding 0 < M < 17 to 32, every GEMM through cuBLASLt (gemm's cublas: "
+     "NVIDIA's order, chosen anew for each shape), its eager weighted SwiGLU between them; judged within the "
+     "chain bound of the unrounded MLP, not bit for bit",
+     "Megatron-LM's SequentialMLP (torch.matmul GEMMs, PyTorch 2.11 default cuBLAS settings) with the small-M "
+     "padding (PaddleFleet #1627/#1903) and WeightedSwiGLUFunction",
+     true},
 };
 
 // --- validate ----------------------------------------------------------------------------------
@@ -468,8 +477,14 @@ OpInfo expert_mlp() {
       // Megatron's d_scale row sum follows rule 7, whose order the (padded) row count sets.
       {"d_probs", "[M] fp32, when probs is given", true, true, true}};
   op.attrs = {{kClampAttr, AttrType::kFloat, "the SwiGLU clamp value (as for swiglu): a <= c, -c <= b <= c; absent means no clamp"}};
-  for (const Composition& k : kCompositions)
+  for (const Composition& k : kCompositions) {
     op.contracts.push_back({k.contract, k.doc, k.derived_from, ClampGate::kPositive});
+    if (!k.bounded) continue;
+    ContractInfo& bounded = op.contracts.back();
+    bounded.error_bound = expert_mlp_chain_bound;
+    bounded.bound_doc = kExpertChainBoundDoc;
+    bounded.order_depends_on_shape = true;
+  }
   op.validate = validate;
   op.generate = generate;
   op.required_tags = required_tags;

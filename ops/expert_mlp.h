@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,14 @@ struct ExpertComposition {
   std::string contract, gemm_contract, activation_contract;
 };
 std::vector<ExpertComposition> expert_mlp_compositions();
+
+// The bound of the contracts whose GEMMs are cuBLAS's (megatron_eager): per output, the unrounded
+// MLP's value and how far any fp32 accumulation order of every GEMM (gemm's cublas bound) together
+// with Megatron's activation chain may take the computed value from it; unbounded where a non-finite
+// value or a possible overflow reaches the output. ops/expert_mlp_bound.cpp; kExpertChainBoundDoc
+// states the derivation.
+std::map<std::string, ElementBounds> expert_mlp_chain_bound(const Case& c);
+extern const char* const kExpertChainBoundDoc;
 
 // Whether a chain applies the padding rule: kMegatron always in the registry; kNone only for the
 // planted bug that forgets it (testing/planted_bugs.cpp).

@@ -400,7 +400,12 @@ double gemm_element_bound(int64_t K, double S, double truth) {
   if (!std::isfinite(truth)) return 0;                         // NaN or an infinity, whatever the order
   const double e64 = gamma64 * S * (1 + 1e-12);
   const double e32 = gamma32 * S + (k + 1) * kFlush;
-  return (e32 + std::ldexp(std::fabs(truth) + e32 + e64, -8) + std::ldexp(1.0, -134) + e64) * (1 + 1e-12);
+  // Split-K partials stored in bf16 (CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE): each partial P_i rounded
+  // once, sum |P_i| <= S + e32 whatever the split, each at most K 2^-134 below the subnormal spacing.
+  // One product cannot be split: at K = 1 the only rounding is the final one.
+  const double partials = K > 1 ? std::ldexp(S + e32, -8) + k * std::ldexp(1.0, -134) : 0.0;
+  return (e32 + partials + std::ldexp(std::fabs(truth) + e32 + e64 + partials, -8) + std::ldexp(1.0, -134) + e64) *
+         (1 + 1e-12);
 }
 
 namespace {
@@ -413,16 +418,22 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
 
 const char* const kCublasFrom =
     "cuBLASLt (cublasLtMatmul: bf16 A, B and D, CUBLAS_COMPUTE_32F, fp32 alpha = 1 and beta = 0, the first "
-    "algorithm of its heuristic, a 32 MiB workspace), as PyTorch and Transformer Engine call it; its order is "
-    "NVIDIA's and unknown, so its outputs are judged against the true product within kCublasBoundDoc's bound";
+    "algorithm of its heuristic, a 32 MiB workspace, no reduction-scheme mask), as PyTorch calls it by default "
+    "(torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = True lets the heuristic store split-K "
+    "partials in bf16); its order is NVIDIA's and unknown, so its outputs are judged against the true product "
+    "within kCublasBoundDoc's bound";
 
 const char* const kCublasBoundDoc =
-    "fp32 accumulation in any order: |out - truth| <= e32 + 2^-8 (|truth| + e32 + e64) + 2^-134 + e64, where "
+    "fp32 accumulation in any order, split-K partials possibly stored in bf16: |out - truth| <= e32 + p + "
+    "2^-8 (|truth| + e32 + e64 + p) + 2^-134 + e64, where "
     "S = sum_k |a_k b_k| (the finite products), e32 = ((1 + d)^K - 1) S + (K + 1) 2^-126 and "
     "d = 2^-23 + 33 * 2^-25 (a fused tensor-core step of up to 32 products and the accumulator, each term "
     "truncated below 2^-25 of the largest, the sum rounded toward zero; an fp32 add or fma is within it), every "
     "product passing through at most K steps (any summation tree of K products, split-K reductions included); "
-    "(K + 1) 2^-126 allows each step and the epilogue to flush a subnormal; 2^-8 |x| + 2^-134 is the bf16 "
+    "(K + 1) 2^-126 allows each step and the epilogue to flush a subnormal; p = 2^-8 (S + e32) + K 2^-134 "
+    "covers split-K partials each rounded once to bf16 before their fp32 reduction (the reduction scheme "
+    "OUTPUT_TYPE, which PyTorch's default allows: the sum of the partials' magnitudes is at most S + e32, "
+    "whatever the split; 0 at K = 1, which cannot be split); 2^-8 |x| + 2^-134 is the bf16 "
     "rounding (RNE) of the fp32 result; e64 = K 2^-53 S / (1 - K 2^-53) the fp64 truth's own error. An output "
     "whose S may overflow fp32 on the way (S (1 + d)^K >= 2^128) is unbounded; a NaN or infinite truth (NaN or "
     "infinite inputs) asks for the same";

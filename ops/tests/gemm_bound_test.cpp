@@ -97,6 +97,19 @@ TEST(GemmCublasBound, OneUlpOffIsOutsideAtKOne) {
   EXPECT_FALSE(inside(empty, 0x3F80));
 }
 
+TEST(GemmCublasBound, SplitKPartialsInBf16AreInside) {
+  // cuBLASLt 13.1 on an H200 (algorithm 23, reduction scheme OUTPUT_TYPE, which PyTorch's default
+  // allows) returned 0x3B92 for this sum of 20 products, whose exact value 1163 * 2^-18 rounds once
+  // to 0x3B91: the bf16 partials are inside the bound, one further ulp on either side is not.
+  std::vector<float> a(20, std::ldexp(1.0f, -6)), b(20, 58.0f / 4096);
+  b[19] = 61.0f / 4096;
+  const Case c = dot_case(a, b);
+  EXPECT_TRUE(inside(c, 0x3B91));
+  EXPECT_TRUE(inside(c, 0x3B92));
+  EXPECT_FALSE(inside(c, 0x3B90));
+  EXPECT_FALSE(inside(c, 0x3B93));
+}
+
 TEST(GemmCublasBound, ABf16AccumulatorIsOutside) {
   // 1 + 255 * 2^-9: a bf16 accumulator stays at 1 (each 1 + 2^-9 is a tie, to even); fp32 gets
   // 1.498046875, which rounds to bf16 1.5 (0x3FC0).

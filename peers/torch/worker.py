@@ -25,8 +25,7 @@ Served (the hello names them): swiglu and swiglu_scale under megatron_eager and 
 router_topk under megatron_eager and baseline (forward), permute and unpermute under
 megatron_eager, fanout_grad (glm45, dsv4), adamw_step (megatron_eager), grad_finalize
 (megatron_aligned, megatron_r013), embedding (megatron_eager, baseline), cross_entropy
-(megatron_eager) and expert_mlp (fixed_order, on inputs where no GEMM order can matter; others are
-rejected as unmodelled). Not served: what no recorder runs (PaddleFleet's kernels, the fused cross entropy,
+(megatron_eager) and expert_mlp (megatron_eager: cuBLAS's GEMMs, judged within the chain bound). Not served: what no recorder runs (PaddleFleet's kernels, the fused cross entropy,
 the atomic baselines of permute, unpermute and embedding).
 
 `--selftest` pushes every recorded case (peers/torch/*.jsonl.gz, or the files named) through the
@@ -495,15 +494,11 @@ def serve_cross_entropy(c, contract):
 
 def serve_expert_mlp(c, contract):
     """Megatron's expert in eager PyTorch (record_expert_mlp.py): the padding, cuBLAS's GEMMs and the
-    eager weighted SwiGLU. fixed_order writes its GEMMs' order down and cuBLAS's is NVIDIA's, so an
-    input on which some GEMM's order could matter is rejected as unmodelled, not answered."""
+    eager weighted SwiGLU, which is megatron_eager itself (judged within its chain bound)."""
     clamp = float_attr(c.attrs, "clamp")
     d_out = c.need("d_out") if c.direction == "bwd" else None
-    try:
-        return rem.expert_mlp(c.need("x"), c.need("w1"), c.need("w2"), c.inputs.get("probs"), d_out, clamp)
-    except rem.Inexact as e:
-        raise Reject("unmodelled", "expert_mlp under fixed_order: %s on this input, so cuBLAS may not give "
-                                   "fixed_order's bits" % e)
+    return rem.expert_mlp(c.need("x"), c.need("w1"), c.need("w2"), c.inputs.get("probs"), d_out, clamp,
+                          checked=False)
 
 
 # op -> (its function, the contracts whose source the recorders' code runs). Not served: PaddleFleet's
@@ -520,7 +515,7 @@ OPS = {
     "grad_finalize": (serve_grad_finalize, ("megatron_aligned", "megatron_r013")),
     "embedding": (serve_embedding, ("megatron_eager", "baseline")),
     "cross_entropy": (serve_cross_entropy, ("megatron_eager",)),
-    "expert_mlp": (serve_expert_mlp, ("fixed_order",)),
+    "expert_mlp": (serve_expert_mlp, ("megatron_eager",)),
 }
 
 
