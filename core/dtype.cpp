@@ -101,17 +101,16 @@ uint64_t encode(const Format& f, double value) {
 struct Name {
   DType dtype;
   std::string_view name;
-  int size;
 };
-constexpr std::array<Name, 9> kNames{{{DType::kBF16, "bf16", 2},
-                                      {DType::kFP16, "fp16", 2},
-                                      {DType::kFP32, "fp32", 4},
-                                      {DType::kFP64, "fp64", 8},
-                                      {DType::kFP8E4M3, "fp8_e4m3", 1},
-                                      {DType::kFP8E5M2, "fp8_e5m2", 1},
-                                      {DType::kBool, "bool", 1},
-                                      {DType::kI32, "i32", 4},
-                                      {DType::kI64, "i64", 8}}};
+constexpr std::array<Name, 9> kNames{{{DType::kBF16, "bf16"},
+                                      {DType::kFP16, "fp16"},
+                                      {DType::kFP32, "fp32"},
+                                      {DType::kFP64, "fp64"},
+                                      {DType::kFP8E4M3, "fp8_e4m3"},
+                                      {DType::kFP8E5M2, "fp8_e5m2"},
+                                      {DType::kBool, "bool"},
+                                      {DType::kI32, "i32"},
+                                      {DType::kI64, "i64"}}};
 
 // Sign-magnitude to a monotone integer line, +0 and -0 both at 0.
 int64_t ordinal(DType dtype, uint64_t bits) {
@@ -136,11 +135,6 @@ std::optional<DType> parse_dtype(std::string_view name) {
   return std::nullopt;
 }
 
-int dtype_size(DType dtype) {
-  for (const Name& n : kNames)
-    if (n.dtype == dtype) return n.size;
-  return 0;
-}
 
 bool is_floating(DType dtype) {
   return dtype != DType::kBool && dtype != DType::kI32 && dtype != DType::kI64;

@@ -19,8 +19,22 @@ enum class DType { kBF16, kFP16, kFP32, kFP64, kFP8E4M3, kFP8E5M2, kBool, kI32, 
 std::string_view dtype_name(DType dtype);
 std::optional<DType> parse_dtype(std::string_view name);
 
-// Bytes per element; also the width of an element's hexadecimal form (two digits a byte).
-int dtype_size(DType dtype);
+// Bytes per element; also the width of an element's hexadecimal form (two digits a byte). Inline:
+// every element access of a Tensor asks for it.
+constexpr int dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFP64:
+    case DType::kI64: return 8;
+    case DType::kFP32:
+    case DType::kI32: return 4;
+    case DType::kBF16:
+    case DType::kFP16: return 2;
+    case DType::kFP8E4M3:
+    case DType::kFP8E5M2:
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
 bool is_floating(DType dtype);
 
 // --- bit views -------------------------------------------------------------------------------

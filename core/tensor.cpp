@@ -46,15 +46,6 @@ Tensor::Tensor(DType dtype, Shape shape)
   bytes_.assign(static_cast<size_t>(numel_) * width, 0);
 }
 
-uint64_t Tensor::bits(int64_t i) const {
-  uint64_t value = 0;  // little-endian hosts only (x86-64, aarch64)
-  std::memcpy(&value, bytes_.data() + i * dtype_size(dtype_), static_cast<size_t>(dtype_size(dtype_)));
-  return value;
-}
-
-void Tensor::set_bits(int64_t i, uint64_t bits) {
-  std::memcpy(bytes_.data() + i * dtype_size(dtype_), &bits, static_cast<size_t>(dtype_size(dtype_)));
-}
 
 float Tensor::f32(int64_t i) const {
   switch (dtype_) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -43,8 +44,16 @@ class Tensor {
   int64_t dim(int64_t i) const { return shape_.at(static_cast<size_t>(i)); }
   int64_t numel() const { return numel_; }
 
-  uint64_t bits(int64_t i) const;
-  void set_bits(int64_t i, uint64_t bits);
+  uint64_t bits(int64_t i) const {
+    uint64_t value = 0;  // little-endian hosts only (x86-64, aarch64)
+    const int size = dtype_size(dtype_);
+    std::memcpy(&value, bytes_.data() + i * size, static_cast<size_t>(size));
+    return value;
+  }
+  void set_bits(int64_t i, uint64_t bits) {
+    const int size = dtype_size(dtype_);
+    std::memcpy(bytes_.data() + i * size, &bits, static_cast<size_t>(size));
+  }
 
   // Floating element i as fp32 (exact for bf16, fp16 and fp32) or as its exact double.
   float f32(int64_t i) const;

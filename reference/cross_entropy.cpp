@@ -183,17 +183,26 @@ RowStats fused_row_stats(std::span<const float> row) {
   const int64_t S = ops::fused_segment_span(V);
   std::vector<Online> segments(static_cast<size_t>(ops::kFusedSegments));
   std::vector<Online> lanes(static_cast<size_t>(ops::kFusedSegmentLanes));
+  // combine(x, Online{}) is x, bit for bit: each halving step skips the pairs whose second half is
+  // an empty lane (past the `used` lanes a short row fills), as it leaves the first unchanged.
+  auto halve = [](std::vector<Online>& v, size_t used) {
+    for (size_t h = v.size() / 2; h >= 1; h /= 2) {
+      for (size_t t = 0; t + h < used; ++t) v[t] = combine(v[t], v[t + h]);
+      used = std::min(used, h);
+    }
+  };
+  size_t used_segments = 0;
   for (int64_t seg = 0; seg < ops::kFusedSegments; ++seg) {
     std::fill(lanes.begin(), lanes.end(), Online{});
     const int64_t end = std::min(V, (seg + 1) * S);
     for (int64_t j = seg * S; j < end; ++j)
       online_add(lanes[static_cast<size_t>((j - seg * S) % ops::kFusedSegmentLanes)], row[static_cast<size_t>(j)]);
-    for (size_t h = lanes.size() / 2; h >= 1; h /= 2)
-      for (size_t t = 0; t < h; ++t) lanes[t] = combine(lanes[t], lanes[t + h]);
+    const auto filled = static_cast<size_t>(std::clamp<int64_t>(end - seg * S, 0, ops::kFusedSegmentLanes));
+    halve(lanes, filled);
     segments[static_cast<size_t>(seg)] = lanes[0];
+    if (filled > 0) used_segments = static_cast<size_t>(seg) + 1;
   }
-  for (size_t h = segments.size() / 2; h >= 1; h /= 2)
-    for (size_t b = 0; b < h; ++b) segments[b] = combine(segments[b], segments[b + h]);
+  halve(segments, used_segments);
   return {segments[0].m, segments[0].s};
 }
 

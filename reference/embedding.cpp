@@ -2,6 +2,7 @@
 // the id), every contract alike. Backward: each vocabulary row's positions in ascending order (the
 // stable sort of both PyTorch paths), folded under the contract's rounding; a masked position adds
 // a +0 gradient to local row 0 in its place (Megatron's masked_input = 0 with the output row zeroed).
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -93,18 +94,23 @@ TensorMap backward(const Case& c, Fold fold) {
   const Tensor& g = *c.input("g");
   const EmbeddingAttrs a = ops::embedding_attrs(c);
   const int64_t P = ids.numel(), H = g.dim(1);
-  std::vector<std::vector<int64_t>> positions(static_cast<size_t>(a.V));
+  // (row, position) of every position, sorted: each row's positions in ascending order, in time
+  // proportional to P, whatever the vocabulary (masked positions fold into row 0 as zeros).
+  std::vector<std::pair<int64_t, int64_t>> named(static_cast<size_t>(P));
   std::vector<bool> masked(static_cast<size_t>(P), false);
   for (int64_t p = 0; p < P; ++p) {
     const int64_t row = ops::embedding_local_row(static_cast<int64_t>(ids.bits(p)), a);
     masked[static_cast<size_t>(p)] = row < 0;
-    positions[static_cast<size_t>(row < 0 ? 0 : row)].push_back(p);
+    named[static_cast<size_t>(p)] = {row < 0 ? 0 : row, p};
   }
+  std::sort(named.begin(), named.end());
   Tensor d_weight(g.dtype(), {a.V, H});  // zero bits: +0 for rows no position names
+  std::vector<int64_t> ps;
   std::vector<float> x;
-  for (int64_t v = 0; v < a.V; ++v) {
-    const std::vector<int64_t>& ps = positions[static_cast<size_t>(v)];
-    if (ps.empty()) continue;
+  for (size_t i = 0; i < named.size();) {
+    const int64_t v = named[i].first;
+    ps.clear();
+    for (; i < named.size() && named[i].first == v; ++i) ps.push_back(named[i].second);
     for (int64_t h = 0; h < H; ++h) {
       x.clear();
       for (int64_t p : ps) x.push_back(masked[static_cast<size_t>(p)] ? 0.0f : g.f32(p * H + h));
