@@ -24,6 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench/bench_kernels.h"
+#include "bench/moe_layer.h"
 #include "core/error.h"
 #include "core/registry.h"
 #include "gpu/common/device_tensor.h"
@@ -292,6 +293,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("device", bitparity::gpu::device_description());
   bitparity::bench::register_benchmarks();
+  bitparity::bench::register_moe_layer_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
