@@ -222,7 +222,7 @@ GemmTiles gemm_tiles(const Gemm& g) {
   return g.M <= kGemmMediumMaxM ? GemmTiles::kMedium : GemmTiles::kLarge;
 }
 
-void launch_gemm_fixed_order(const Gemm& g) {
+void launch_gemm_fixed_order_mma(const Gemm& g) {
   if (g.M == 0 || g.N == 0) return;
   switch (gemm_tiles(g)) {
     case GemmTiles::kSmall: launch_tiles<SmallTiles>(g); break;
@@ -234,6 +234,33 @@ void launch_gemm_fixed_order(const Gemm& g) {
         launch_tiles<LargeTilesTwoBlocks>(g);
       }
       break;
+  }
+}
+
+namespace {
+
+// Whether the current device runs the sm_90a kernel: compute capability 9.0, asked once per device.
+bool wgmma_device() {
+  static int cached[64] = {};  // 0 unknown, 1 yes, 2 no
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "gemm fixed_order: cudaGetDevice");
+  int& known = cached[device & 63];
+  if (known == 0) {
+    int major = 0, minor = 0;
+    check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+    check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+    known = major == 9 && minor == 0 ? 1 : 2;
+  }
+  return known == 1;
+}
+
+}  // namespace
+
+void launch_gemm_fixed_order(const Gemm& g) {
+  if (wgmma_device()) {
+    launch_gemm_fixed_order_wgmma(g);
+  } else {
+    launch_gemm_fixed_order_mma(g);
   }
 }
 

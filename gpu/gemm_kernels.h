@@ -22,7 +22,14 @@ struct Gemm {
   // (64 x 64 each), two blocks an SM; kIlpDefault: the measured best (2). Changes no bit.
   int ilp = 0;
 };
+// The contract's one launcher: the warpgroup-MMA kernel (gpu/gemm_wgmma.cu) on devices of compute
+// capability 9.0 (H100, H200), the mma.sync kernel (gpu/gemm.cu) elsewhere. The same bits either way.
 void launch_gemm_fixed_order(const Gemm& args);
+// The two kernels, each the whole contract on its own: mma.sync m16n8k16 steps (any device of sm_80
+// and later); wgmma m64nNk16 steps (sm_90a only; shapes or alignments its tensor maps cannot take
+// go to the mma.sync kernel).
+void launch_gemm_fixed_order_mma(const Gemm& args);
+void launch_gemm_fixed_order_wgmma(const Gemm& args);
 
 // The tile configuration a launch takes, by M: small (M <= 32: one warp a 32 x 16 block, so that
 // N / 16 blocks stream b), medium (M <= 256: 64 x 64), large (128 x 256). Which one never changes an
