@@ -555,7 +555,7 @@ void launch_tiles(const Gemm& g) {
 }
 
 // The launcher's tile configurations, by M (median µs on one H200 beside cuBLASLt's first heuristic
-// algorithm, bf16 with fp32 compute, inputs rotated over four sets; build/wgmma_dev/harness.cu bench):
+// algorithm, bf16 with fp32 compute, inputs rotated over four sets; bench/NOTES.md has kernel_bench's):
 // - M <= 64: 64 x 64 tiles, K-stages of 64, 8 stages (N / 64 CTAs stream b; the m64 instruction
 //   computes 64 - M rows of zeros). K = 4096, N = 2816: 15.7 µs at M = 16 and 15.1 at M = 32 against
 //   cuBLASLt's 12.7 and 12.9 (which splits K in 3); 64 x 32 tiles 19.1 / 17.8, 64 x 16 26.4, 64 x 128
