@@ -6,11 +6,19 @@
 //                  a campaign draws them: `cases` is differential cases per second.
 //   Large/OP/DIR   the op's first GPU-test reference input, cut to at most kLargeRows rows:
 //                  `elements` is input elements per second.
+//   Device/OP/DIR  the small cases through a campaign's default device pairs (each available
+//                  non-reference kind against the reference, K:C vs ref:C, as a GPU campaign runs
+//                  them), on 1 thread and on as many threads as the machine has cores (threads:N):
+//                  `cases` is differential cases per second of the whole process. Skipped where no
+//                  such kind is available (no GPU).
 //
 // Every op of the registry is benchmarked; none is named here.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <thread>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -93,6 +101,37 @@ void run_small(benchmark::State& state, const OpInfo* op, Direction d) {
   state.counters["elements"] = benchmark::Counter(static_cast<double>(elements), benchmark::Counter::kIsRate);
 }
 
+// The small cases through K:C vs ref:C for every available kind K but the reference; one CaseRunner
+// shared by the benchmark's threads, as a campaign's --jobs threads share theirs.
+void run_device(benchmark::State& state, const OpInfo* op, Direction d) {
+  static std::map<std::string, std::vector<Case>> pools;  // per op and direction, drawn by thread 0
+  static std::unique_ptr<CaseRunner> runner;
+  const std::string key = op->name + "/" + std::string(bitparity::direction_name(d));
+  if (state.thread_index() == 0) {
+    if (!pools.count(key)) pools[key] = small_cases(*op, d);
+    if (!runner) runner = std::make_unique<CaseRunner>(bitparity::harness_registry(), bitparity::CompareOptions{});
+  }
+  const std::vector<BackendPair> pairs = bitparity::corpus::twin_pairs(bitparity::harness_registry(), op->name, true);
+  // Every thread reads the pool only once the loop has started (Google Benchmark starts the loops
+  // of all threads together, after thread 0's set-up above).
+  size_t next = static_cast<size_t>(state.thread_index()) * 7;
+  int64_t elements = 0;
+  for (auto _ : state) {
+    const std::vector<Case>& pool = pools.at(key);
+    if (pool.empty() || pairs.empty()) {
+      state.SkipWithError(pool.empty() ? "the generator drew no case of <= 256 elements"
+                                       : "no device kind available here (no GPU)");
+      break;
+    }
+    const Case& c = pool[next++ % pool.size()];
+    benchmark::DoNotOptimize(runner->run_pairs(c, pairs));
+    elements += input_elements(c);
+  }
+  state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["pairs"] = benchmark::Counter(static_cast<double>(pairs.size()), benchmark::Counter::kAvgThreads);
+  state.counters["elements"] = benchmark::Counter(static_cast<double>(elements), benchmark::Counter::kIsRate);
+}
+
 // The op's first reference input that is not for benchmarks only, cut to kLargeRows rows where the
 // op is row-wise; nullopt when it has none.
 std::optional<bitparity::ReferenceInput> large_input(const OpInfo& op, Direction d) {
@@ -130,7 +169,8 @@ void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
   state.counters["pairs"] = benchmark::Counter(static_cast<double>(pairs.size()));
 }
 
-// Every op and direction of the registry: the small cases first, then the large ones.
+// Every op and direction of the registry: the small cases first, then the large ones, then the
+// small ones through the device pairs.
 void register_all() {
   for (const bool large : {false, true})
     for (const OpInfo& op : bitparity::harness_registry().ops()) {
@@ -145,6 +185,15 @@ void register_all() {
               ->MinTime(kLargeMinSeconds);
       }
     }
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  for (const OpInfo& op : bitparity::harness_registry().ops()) {
+    if (!op.generate) continue;
+    for (const auto& [d, specs] : op.inputs) {
+      const std::string name = "Device/" + op.name + "/" + std::string(bitparity::direction_name(d));
+      auto* b = benchmark::RegisterBenchmark(name.c_str(), run_device, &op, d)->UseRealTime()->Threads(1);
+      if (cores > 1) b->Threads(cores);
+    }
+  }
 }
 
 }  // namespace

@@ -13,10 +13,17 @@
 // launchers offer (work items whose loads a thread issues together; same bits, different speed);
 // ilp:0 is what the backend ships, each kernel's measured best. Names read
 // <op>_<direction>/<contract>/<reference input>/ilp:<n>.
+//
+// A scenario benchmark (OpInfo::reference_scenarios: a model's sequence of cases of one op, such as
+// a MoE layer's experts) launches every case of the scenario one after the other on one stream and
+// times the whole, wall clock to a synchronization, as scenario/<name>/<op>_<direction>/<contract>;
+// counters: the scenario's own, and TFLOP/s where it declares its floating-point operations.
 // Run with --benchmark_out=FILE --benchmark_out_format=json for Google Benchmark's own JSON.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,7 +31,6 @@
 #include <cuda_runtime_api.h>
 
 #include "bench/bench_kernels.h"
-#include "bench/moe_layer.h"
 #include "core/error.h"
 #include "core/registry.h"
 #include "gpu/common/device_tensor.h"
@@ -201,6 +207,95 @@ void kernel_benchmark(benchmark::State& state, const Subject& s, int ilp) {
   state.counters["ilp"] = ilp;
 }
 
+// --- scenarios -----------------------------------------------------------------------------------
+
+constexpr double kScenarioMinTimeSeconds = 0.2;
+
+// One case of a scenario: its device tensors and its bound launch.
+struct ScenarioCase {
+  Case c;  // attributes and shapes; the record reads its tensors from the device maps
+  DeviceTensorMap inputs, outputs;
+  gpu::BoundLaunch launch;
+};
+
+// Integer and bool inputs as made; floating ones random on the device (bf16, fp32), zero otherwise.
+DeviceTensorMap scenario_inputs(const Case& c, uint64_t& seed) {
+  DeviceTensorMap out;
+  for (const auto& [name, host] : c.inputs) {
+    if (!is_floating(host.dtype())) {
+      out.emplace(name, gpu::upload(host));
+      continue;
+    }
+    gpu::DeviceTensor t = gpu::allocate({host.shape(), host.dtype()}, 0);
+    const size_t n = static_cast<size_t>(t.numel());
+    if (n > 0 && host.dtype() == DType::kBF16) fill_random_bf16(t.data(), n, seed);
+    if (n > 0 && host.dtype() == DType::kFP32) fill_random_fp32(t.data(), n, seed);
+    ++seed;
+    out.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+void scenario_benchmark(benchmark::State& state, const OpInfo& op, const gpu::KernelRecord& record,
+                        Direction direction, const ReferenceScenario& scenario) {
+  if (const auto why = gpu::unavailable_reason()) return state.SkipWithError(why->c_str());
+  const ContractInfo& contract = *op.contract(record.contract);
+  std::vector<std::unique_ptr<ScenarioCase>> cases;
+  uint64_t seed = 1;
+  try {
+    for (size_t i = 0; i < scenario.cases; ++i) {
+      auto sc = std::make_unique<ScenarioCase>();
+      sc->c = scenario.make(i);
+      const OutputMetas metas = op.validate(sc->c, contract);
+      sc->inputs = scenario_inputs(sc->c, seed);
+      sc->c.inputs.clear();  // the host shapes are no longer needed
+      sc->outputs = gpu::allocate(metas);
+      sc->launch = record.bind({sc->c, contract, sc->inputs, sc->outputs, nullptr, gpu::kIlpDefault});
+      cases.push_back(std::move(sc));
+    }
+  } catch (const RejectError& e) {
+    return state.SkipWithError((record.contract + " rejects a case of " + scenario.name + ": " + e.what()).c_str());
+  }
+  for (auto& sc : cases) sc->launch();  // warm-up
+  gpu::synchronize();
+  double seconds = 0;
+  for (auto _ : state) {
+    const auto start = std::chrono::steady_clock::now();
+    for (auto& sc : cases) sc->launch();
+    gpu::synchronize();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    state.SetIterationTime(t);
+    seconds += t;
+  }
+  check_cuda(cudaGetLastError(), scenario.name);
+  const double n = static_cast<double>(state.iterations());
+  if (scenario.flops > 0) {
+    state.counters["flops"] = scenario.flops;
+    state.counters["TFLOP/s"] = scenario.flops * n / seconds * 1e-12;
+  }
+  state.counters["cases"] = static_cast<double>(scenario.cases);
+  for (const auto& [name, value] : scenario.counters) state.counters[name] = value;
+}
+
+void register_scenarios() {
+  for (const OpInfo& op : harness_registry().ops()) {
+    if (!op.reference_scenarios || !op.validate) continue;
+    for (const auto& [direction, inputs] : op.inputs)
+      for (const ReferenceScenario& scenario : op.reference_scenarios(direction))
+        for (const gpu::KernelRecord& record : gpu::kernel_records()) {
+          if (record.op != op.name) continue;
+          const std::string name = "scenario/" + scenario.name + "/" + op.name + "_" +
+                                   std::string(direction_name(direction)) + "/" + record.contract;
+          benchmark::RegisterBenchmark(name.c_str(), [&op, &record, direction, scenario](benchmark::State& state) {
+            scenario_benchmark(state, op, record, direction, scenario);
+          })
+              ->UseManualTime()
+              ->MinTime(kScenarioMinTimeSeconds)
+              ->Unit(benchmark::kMillisecond);
+        }
+  }
+}
+
 // --- launch latency ------------------------------------------------------------------------------
 
 void set_launch_counters(benchmark::State& state, double seconds) {
@@ -276,6 +371,7 @@ void register_benchmarks() {
           ->MinTime(kMinTimeSeconds)
           ->Unit(benchmark::kMicrosecond);
     }
+  register_scenarios();
   benchmark::RegisterBenchmark("launch/empty_kernel", BM_LaunchEmptyKernel)->UseManualTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("launch/empty_kernel_graph_replay", BM_LaunchEmptyKernelGraph)
       ->UseManualTime()
@@ -293,7 +389,6 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("device", bitparity::gpu::device_description());
   bitparity::bench::register_benchmarks();
-  bitparity::bench::register_moe_layer_benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

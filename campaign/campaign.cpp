@@ -86,6 +86,8 @@ std::vector<Target> make_targets(const Registry& registry, const CampaignOptions
     const std::vector<BackendPair> pairs = pairs_for(registry, *op, options.pairs);
     if (pairs.empty()) continue;
     for (const BackendPair& p : pairs) used_pairs.insert(p.name());
+    for (const BackendPair& p : options.pairs)  // K:*,L:* is used where it gave a pair
+      if (p.every_contract() && !pairs_for(registry, *op, {p}).empty()) used_pairs.insert(p.name());
     std::vector<const ContractInfo*> contracts;
     for (const BackendPair& p : pairs)
       for (const std::string& backend : {p.a, p.b})
@@ -469,8 +471,19 @@ std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
                                    const std::vector<BackendPair>& requested) {
   if (requested.empty()) return default_pairs(registry, op);
   std::vector<BackendPair> pairs;
-  for (const BackendPair& p : requested)
-    if (registry.impl(op.name, p.a) && registry.impl(op.name, p.b)) pairs.push_back(p);
+  for (const BackendPair& p : requested) {
+    if (!p.every_contract()) {
+      if (registry.impl(op.name, p.a) && registry.impl(op.name, p.b)) pairs.push_back(p);
+      continue;
+    }
+    const std::string kind_a = split_backend_name(p.a).first, kind_b = split_backend_name(p.b).first;
+    for (const ContractInfo& contract : op.contracts) {
+      BackendPair each{kind_a + ":" + contract.name, kind_b + ":" + contract.name};
+      if (registry.impl(op.name, each.a) && registry.impl(op.name, each.b) &&
+          std::find(pairs.begin(), pairs.end(), each) == pairs.end())
+        pairs.push_back(std::move(each));
+    }
+  }
   return pairs;
 }
 

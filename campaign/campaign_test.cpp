@@ -162,6 +162,24 @@ TEST_F(CampaignTest, DefaultPairsPreferTheDeviceBackend) {
   EXPECT_EQ(pairs_for(registry, toy, {{"ref:exact", "ref:nope"}}).size(), 0u);
 }
 
+// K:*,L:* names K:C vs L:C for every contract C that both kinds implement, and nothing else.
+TEST_F(CampaignTest, AWildcardPairNamesEveryContractBothKindsImplement) {
+  const OpInfo& toy = *registry.op("toy");
+  EXPECT_EQ(pairs_for(registry, toy, {{"fake_gpu:*", "ref:*"}}),
+            (std::vector<BackendPair>{{"fake_gpu:exact", "ref:exact"}}));
+  EXPECT_EQ(pairs_for(registry, toy, {{"ref:*", "fake_gpu:*"}, {"fake_gpu:exact", "ref:exact"}}),
+            (std::vector<BackendPair>{{"ref:exact", "fake_gpu:exact"}, {"fake_gpu:exact", "ref:exact"}}));
+  EXPECT_EQ(pairs_for(registry, toy, {{"ref:*", "ref:*"}}).size(), 4u);  // each ref contract twice
+  EXPECT_TRUE(pairs_for(registry, toy, {{"fake_gpu:*", "fake_gpu:nope"}}).empty());
+  campaign::CampaignOptions o;
+  o.max_cases = 20;
+  o.pairs = {{"fake_gpu:*", "ref:*"}};
+  const reports::Report report = run_campaign(registry, o);
+  ASSERT_EQ(report.counts.size(), 1u);
+  EXPECT_EQ(report.counts[0].a, "fake_gpu:exact");
+  EXPECT_EQ(report.counts[0].b, "ref:exact");
+}
+
 TEST_F(CampaignTest, WritesOneShrunkEntryPerSignatureThatReplays) {
   const fs::path dir = fresh_dir("entries");
   const reports::Report report = run_campaign(registry, options(dir));

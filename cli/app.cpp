@@ -7,6 +7,8 @@
 #include <set>
 #include <vector>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
 #include "cli/commands.h"
@@ -49,7 +51,12 @@ struct ExecFlags {
   std::vector<std::string> specs;
   double timeout_seconds = 120;
   int devices = 0;  // --devices N: the kind "gpu", one `bitparity worker --kind cuda` per GPU
+  std::vector<std::string> sanitizers;  // --sanitizer TOOL: the kind TOOL, cuda under compute-sanitizer
+  int sanitizer_workers = 1;            // --sanitizer-workers N: processes a tool
 };
+
+// The exit status a sanitized worker's checker gives when it found something (--error-exitcode).
+constexpr int kHazardExitStatus = 86;
 
 void add_exec_flags(CLI::App& app, ExecFlags& flags) {
   app.add_option("--exec", flags.specs,
@@ -66,6 +73,21 @@ void add_exec_flags(CLI::App& app, ExecFlags& flags) {
                  "CUDA_VISIBLE_DEVICES where that is set): name pairs gpu:CONTRACT; a campaign then runs N cases "
                  "at once, and a device fault costs one worker, which is restarted")
       ->check(CLI::PositiveNumber)
+      ->type_name("N");
+  app.add_option("--sanitizer", flags.sanitizers,
+                 "TOOL (memcheck, racecheck, synccheck or initcheck): the backend kind TOOL, bitparity's CUDA "
+                 "kernels under `compute-sanitizer --tool TOOL`, one case a worker process (slow: a fresh process "
+                 "and CUDA context a case, so campaigns run a sample). A case on which the tool reports an error or "
+                 "a hazard is a sanitizer_hazard finding, shrunk in fresh workers, with the tool's report; name "
+                 "pairs TOOL:CONTRACT. compute-sanitizer is taken from BITPARITY_COMPUTE_SANITIZER, else PATH, "
+                 "else /usr/local/cuda/bin. Repeatable or comma-separated.")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"memcheck", "racecheck", "synccheck", "initcheck"}))
+      ->type_name("TOOL");
+  app.add_option("--sanitizer-workers", flags.sanitizer_workers,
+                 "N: worker processes of each --sanitizer kind, so that a campaign runs N of its cases at once "
+                 "(each process holds a CUDA context on the visible devices; default 1)")
+      ->check(CLI::Range(1, 64))
       ->type_name("N");
 }
 
@@ -104,6 +126,45 @@ void start_device_pool(Registry& registry, int devices, const ExecFlags& flags) 
     pool.push_back(std::move(options));
   }
   peers::add_exec_backend(registry, "gpu", std::move(pool));
+}
+
+// compute-sanitizer: BITPARITY_COMPUTE_SANITIZER, else the first on PATH, else the toolkit's.
+std::string compute_sanitizer_path() {
+  const char* env = std::getenv("BITPARITY_COMPUTE_SANITIZER");
+  if (env && *env) return env;
+  const char* path = std::getenv("PATH");
+  for (std::string dirs = path ? path : ""; !dirs.empty();) {
+    const size_t colon = std::min(dirs.find(':'), dirs.size());
+    const std::filesystem::path candidate = std::filesystem::path(dirs.substr(0, colon)) / "compute-sanitizer";
+    if (colon > 0 && access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    dirs.erase(0, std::min(colon + 1, dirs.size()));
+  }
+  const std::filesystem::path toolkit = "/usr/local/cuda/bin/compute-sanitizer";
+  if (access(toolkit.c_str(), X_OK) == 0) return toolkit.string();
+  throw std::runtime_error(
+      "--sanitizer needs compute-sanitizer (CUDA Toolkit): not on PATH nor in /usr/local/cuda/bin; set "
+      "BITPARITY_COMPUTE_SANITIZER to its path");
+}
+
+// --sanitizer TOOL: the kind TOOL, `bitparity worker --kind cuda` of this binary under
+// compute-sanitizer, one case a worker; the tool's error exit status marks a hazard.
+void start_sanitized_backend(Registry& registry, const std::string& tool, const ExecFlags& flags) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<peers::WorkerOptions> pool;
+  for (int i = 0; i < flags.sanitizer_workers; ++i) {
+    peers::WorkerOptions options;
+    options.name = tool + " (compute-sanitizer, worker " + std::to_string(i + 1) + ")";
+    options.argv = {compute_sanitizer_path(), "--tool", tool, "--error-exitcode", std::to_string(kHazardExitStatus),
+                    "--print-limit", "20"};
+    if (tool == "racecheck") options.argv.insert(options.argv.end(), {"--racecheck-report", "all"});
+    options.argv.insert(options.argv.end(), {self, "worker", "--kind", "cuda"});
+    options.start_seconds = flags.timeout_seconds;
+    options.request_seconds = flags.timeout_seconds;
+    options.stderr_keep_bytes = 65536;
+    options.hazard_exit_status = kHazardExitStatus;
+    pool.push_back(std::move(options));
+  }
+  peers::add_exec_backend(registry, tool, std::move(pool));
 }
 
 void start_exec_backend(Registry& registry, const std::string& kind, const std::string& command,
@@ -149,6 +210,8 @@ void add_backends(Registry& registry, const std::vector<std::string>& plugins, c
                   const std::vector<PeerBackend>& peers, const std::set<std::string>& named) {
   for (const std::string& path : plugins) peers::add_plugin_backend(registry, path);
   if (flags.devices > 0) start_device_pool(registry, flags.devices, flags);
+  for (const std::string& tool : std::set<std::string>(flags.sanitizers.begin(), flags.sanitizers.end()))
+    start_sanitized_backend(registry, tool, flags);
   std::set<std::string> exec_kinds;
   for (const std::string& spec : flags.specs) {
     const auto [kind, command] = peers::parse_exec_spec(spec);

@@ -92,7 +92,12 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
   o.jobs = static_cast<int>(parse_integer(flags.jobs, "--jobs", 1, campaign::kMaxJobs));
   o.nondeterminism_every = parse_integer(flags.nondeterminism_every, "--nondeterminism-every", 0,
                                          std::numeric_limits<int64_t>::max());
-  for (const std::string& p : flags.pairs) o.pairs.push_back(corpus::parse_pair(p, "--pair"));
+  for (const std::string& p : flags.pairs) {
+    o.pairs.push_back(corpus::parse_pair(p, "--pair"));
+    const bool a_every = split_backend_name(o.pairs.back().a).second == "*";
+    if (a_every != (split_backend_name(o.pairs.back().b).second == "*"))
+      throw ParseError("--pair", "a wildcard pair names every contract on both sides (K:*,L:*); got '" + p + "'");
+  }
   o.ops = flags.ops;
   o.corpus_dir = flags.corpus_dir;
   o.shard = campaign::parse_shard(flags.shard);
@@ -250,7 +255,9 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       ->type_name("SECONDS")
       ->capture_default_str();
   app->add_option("--seed", f->seed, "seed of the case stream, 0 .. 2^64-1")->type_name("UINT64")->capture_default_str();
-  app->add_option("--pair", f->pairs, "A,B backend pair; repeat for several (default: see above)");
+  app->add_option("--pair", f->pairs,
+                  "A,B backend pair; repeat for several (default: see above). K:*,L:* pairs K:C with L:C for every "
+                  "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
   app->add_option("--corpus", f->corpus_dir,
                   "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "
@@ -299,7 +306,8 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       "  bitparity campaign --budget-seconds 600 --seed 1 --corpus corpus --report report.json --junit junit.xml\n"
       "  bitparity campaign --pair ref:C1,ref:C2 --ops OP --max-cases 10000   (names: bitparity list)\n"
       "  bitparity campaign --shard 3/8 --seed 7 --corpus shard3/corpus --report shard3/report.json\n"
-      "  bitparity campaign --pair ref:C1,ref:C2 --max-cases 10000 --jobs 8 --baseline last/report.json");
+      "  bitparity campaign --pair ref:C1,ref:C2 --max-cases 10000 --jobs 8 --baseline last/report.json\n"
+      "  bitparity --sanitizer racecheck campaign --pair racecheck:*,ref:* --budget-seconds 1800 --corpus corpus");
   return {app, [&registry, f] { return campaign(registry, *f); }};
 }
 

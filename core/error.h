@@ -39,4 +39,13 @@ class DeviceFault : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A worker that answered the case but whose run a checker judged hazardous: compute-sanitizer's
+// memcheck, racecheck, synccheck or initcheck found an error on it (the worker serves one case and
+// exits with the sanitizer's --error-exitcode). Harnesses record it as a `sanitizer_hazard`
+// finding, shrunk in fresh workers like a device fault.
+class SanitizerHazard : public DeviceFault {
+ public:
+  using DeviceFault::DeviceFault;
+};
+
 }  // namespace bitparity

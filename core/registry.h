@@ -122,6 +122,21 @@ struct ReferenceInput {
   double flops = 0;
 };
 
+// A scenario timed as a whole: cases of one op launched one after the other on one stream, as a
+// model runs them (a MoE layer: one case an expert, each its own token count). Benchmarks time each
+// scenario under every contract with a kernel record, as scenario/<name>/<op>_<direction>/<contract>:
+// time per scenario, TFLOP/s where `flops` is given, and `counters` beside.
+struct ReferenceScenario {
+  std::string name;  // "glm45_air_T4096"
+  size_t cases = 0;
+  // Case i of `cases`: its attributes and its inputs' shapes and dtypes. Benchmarks upload the values
+  // of integer and bool inputs (indices, masks) and fill floating inputs with random values on the
+  // device, so that a scenario of gigabytes of weights needs no host values.
+  std::function<Case(size_t i)> make;
+  double flops = 0;  // of the whole scenario; 0: judged by time alone
+  std::vector<std::pair<std::string, double>> counters;  // what describes it ("experts", 128)
+};
+
 struct OpInfo {
   std::string name;
   std::string doc;
@@ -145,6 +160,8 @@ struct OpInfo {
   std::function<std::vector<ErrorInput>(Direction)> error_inputs;
   // Reference inputs: large realistic shapes for GPU tests and benchmarks.
   std::function<std::vector<ReferenceInput>(Direction)> reference_inputs;
+  // Benchmarks only: the realistic sequences of cases the op runs in a model, timed as one.
+  std::function<std::vector<ReferenceScenario>(Direction)> reference_scenarios;
   // The case restricted to rows [r0, r0 + n) of its rows-first inputs, for ops whose other inputs
   // are indexed through the rows (a permute's [T*k, H] tensors, selected through the routing map).
   // Absent: every rows-first input is cut and the other inputs are kept.

@@ -29,6 +29,7 @@ std::string describe_side(const std::string& name, const Outcome& side) {
   if (!side.rejected()) return name + " returned outputs";
   if (side.reject_class == kBackendError) return name + " failed: " + side.message;
   if (side.reject_class == kDeviceFault) return name + " faulted: " + side.message;
+  if (side.reject_class == kSanitizerHazard) return name + " was judged hazardous: " + side.message;
   return name + " rejected (" + side.reject_class + "): " + side.message;
 }
 
@@ -63,9 +64,13 @@ bool BackendPair::same_contract() const {
   return contract_a == contract_b;
 }
 
+bool BackendPair::every_contract() const {
+  return split_backend_name(a).second == "*" && split_backend_name(b).second == "*";
+}
+
 bool is_differential_kind(std::string_view kind) {
   return kind == kBitMismatch || kind == kShapeMismatch || kind == kErrorMismatch || kind == kBackendError ||
-         kind == kNondeterminism || kind == kDeviceFault || kind == kUlpOverBudget;
+         kind == kNondeterminism || kind == kDeviceFault || kind == kSanitizerHazard || kind == kUlpOverBudget;
 }
 
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c) {
@@ -76,6 +81,8 @@ Outcome run_side(const Registry& registry, const std::string& backend, const Cas
   if (!usable) return run_outcome(registry, backend, c);
   try {
     return run_outcome(registry, backend, c);
+  } catch (const SanitizerHazard& e) {
+    return Outcome{std::nullopt, std::string(kSanitizerHazard), e.what()};
   } catch (const DeviceFault& e) {
     return Outcome{std::nullopt, std::string(kDeviceFault), e.what()};
   } catch (const std::exception& e) {
@@ -146,6 +153,7 @@ DiffResult classify_outcomes(const Case& c, const BackendPair& pair, const Outco
   // is gone, whatever the other side did). Which side failed separates the findings: the output is
   // "fault:a", "error:b", "error:both", ...
   for (const auto& [kind, prefix, title] : {std::tuple{kDeviceFault, "fault:", ": device fault\n"},
+                                            std::tuple{kSanitizerHazard, "hazard:", ": sanitizer hazard\n"},
                                             std::tuple{kBackendError, "error:", ": backend error\n"}}) {
     const bool a_failed = a.rejected() && a.reject_class == kind;
     const bool b_failed = b.rejected() && b.reject_class == kind;
@@ -250,9 +258,10 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
       judge_by_bound(*contract, c, pair, a, b, r);
     }
   }
-  // One backend twice: a backend error or a device fault is still that, any other difference is nondeterminism (the
+  // One backend twice: a backend error, a device fault or a hazard is still that, any other difference is nondeterminism (the
   // output names what differed: an output, or "rejects:a/b" when only one run rejected).
-  if (pair.twice() && r.verdict == DiffVerdict::kFinding && r.kind != kBackendError && r.kind != kDeviceFault) {
+  if (pair.twice() && r.verdict == DiffVerdict::kFinding && r.kind != kBackendError && r.kind != kDeviceFault &&
+      r.kind != kSanitizerHazard) {
     r.message = "nondeterminism: two runs of " + pair.a + " differ (" + r.kind + ")\n" + r.message;
     r.kind = kNondeterminism;
   }

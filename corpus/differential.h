@@ -30,6 +30,10 @@ inline constexpr std::string_view kNondeterminism = "nondeterminism";
 // crashed, an illegal address): the case may be what killed it. Shrunk (each run in a fresh
 // process) and kept like the others.
 inline constexpr std::string_view kDeviceFault = "device_fault";
+// A backend's worker answered the case, but its checker (compute-sanitizer, `--sanitizer TOOL`)
+// reported a memory error, a race or another hazard on it (SanitizerHazard). Shrunk in fresh
+// workers and kept like the others; the message holds the checker's report.
+inline constexpr std::string_view kSanitizerHazard = "sanitizer_hazard";
 // An output of a contract judged by its error bound (ContractInfo::error_bound: an unknown order,
 // such as cuBLAS's) has elements farther from the true value than the bound allows.
 inline constexpr std::string_view kUlpOverBudget = "ulp_over_budget";
@@ -37,7 +41,7 @@ inline constexpr std::string_view kUlpOverBudget = "ulp_over_budget";
 // they have in the whole case, on one backend. A corpus entry of this kind names the rows (RowCut)
 // and replays through diff_rows.
 inline constexpr std::string_view kInvarianceViolation = "invariance_violation";
-// Whether `kind` is one of the seven above: the kinds a differential run, and so a corpus entry,
+// Whether `kind` is one of the eight above: the kinds a differential run, and so a corpus entry,
 // records. Other harnesses report other kinds (invariance_violation).
 bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
@@ -51,6 +55,8 @@ struct BackendPair {
   bool same_contract() const;
   // cuda:C vs cuda:C: the backend runs the case twice, and any difference is nondeterminism.
   bool twice() const { return a == b; }
+  // K:*,L:* (a campaign's --pair): K:C vs L:C for every contract C that both kinds implement.
+  bool every_contract() const;
   bool operator==(const BackendPair&) const = default;
 };
 // The backend kind of bitparity's own reference, which every other kind is compared against.
@@ -104,7 +110,7 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
                     const Outcome& b, const CompareOptions& options = {});
 // One side of a differential run: run_outcome, except that an exception of the implementation
 // itself (anything but a RejectError) becomes an outcome whose reject_class is kBackendError (or
-// kDeviceFault for a DeviceFault) and whose message is the exception's text. A backend that is unknown, cannot run here or does not
+// kDeviceFault for a DeviceFault, kSanitizerHazard for a SanitizerHazard) and whose message is the exception's text. A backend that is unknown, cannot run here or does not
 // implement the op is the caller's error and throws std::runtime_error.
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c);
 // Runs both sides (run_side) and classifies: a side's backend error is a kBackendError finding.

@@ -49,7 +49,7 @@ void read_finding(const json& doc, Entry& entry) {
   entry.kind = get_string(finding, "kind", "finding");
   if (!is_differential_kind(entry.kind) && entry.kind != kInvarianceViolation)
     throw ParseError("finding.kind",
-                     "expected bit_mismatch, shape_mismatch, error_mismatch, backend_error, nondeterminism, device_fault, "
+                     "expected bit_mismatch, shape_mismatch, error_mismatch, backend_error, nondeterminism, device_fault, sanitizer_hazard, "
                      "ulp_over_budget or invariance_violation, got " + excerpt(entry.kind));
   if (entry.kind == kInvarianceViolation) {
     const json& rows = require_object(finding, "rows", "finding");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <optional>
 #include <string>
 #include <vector>
@@ -347,6 +348,79 @@ std::vector<ReferenceInput> reference_inputs(Direction direction) {
   return out;
 }
 
+// --- reference scenarios -------------------------------------------------------------------------
+
+// GLM-4.5-Air's MoE layer: 128 experts of hidden 4096 and intermediate 1408, top 8, one case an
+// expert as Megatron's SequentialMLP runs them, with the token counts a router gives a batch of T
+// tokens: T * 8 assignments spread by log-normal weights (sigma 0.5, drawn once from a fixed seed),
+// so that some experts get many tokens, some few, and at small T some fall below the padding
+// threshold. The benchmarks time the layer under each contract with a CUDA record; TFLOP/s counts
+// the GEMMs at the padded row counts.
+constexpr int64_t kLayerExperts = 128, kLayerTopK = 8, kLayerHidden = 4096, kLayerIntermediate = 1408;
+constexpr double kLayerLoadSpread = 0.5;
+
+std::vector<int64_t> layer_expert_tokens(int64_t T) {
+  uint64_t state = 20261203;
+  std::vector<double> w(static_cast<size_t>(kLayerExperts));
+  for (double& x : w) {
+    // Box-Muller from two uniforms in (0, 1].
+    const double u1 = (static_cast<double>(splitmix64_next(state) >> 11) + 1) * 0x1p-53;
+    const double u2 = static_cast<double>(splitmix64_next(state) >> 11) * 0x1p-53;
+    x = std::exp(kLayerLoadSpread * std::sqrt(-2 * std::log(u1)) * std::cos(2 * std::numbers::pi * u2));
+  }
+  double total = 0;
+  for (double x : w) total += x;
+  std::vector<int64_t> tokens;
+  int64_t assigned = 0;
+  for (size_t e = 0; e < w.size(); ++e) {
+    const int64_t n = e + 1 < w.size()
+                          ? static_cast<int64_t>(std::floor(w[e] / total * static_cast<double>(T * kLayerTopK)))
+                          : T * kLayerTopK - assigned;
+    tokens.push_back(std::min(n, T));  // an expert sees a token at most once
+    assigned += n;
+  }
+  return tokens;
+}
+
+std::vector<ReferenceScenario> reference_scenarios(Direction direction) {
+  std::vector<ReferenceScenario> out;
+  for (const int64_t T : {int64_t{1024}, int64_t{4096}}) {
+    const std::vector<int64_t> tokens = layer_expert_tokens(T);
+    ReferenceScenario s;
+    s.name = "glm45_air_T" + std::to_string(T);
+    s.cases = tokens.size();
+    s.make = [tokens, direction](size_t i) {
+      const int64_t M = tokens.at(i), H = kLayerHidden, F = kLayerIntermediate;
+      Case c;
+      c.op = kOp;
+      c.direction = direction;
+      c.attrs[kClampAttr] = 7.0;
+      c.inputs["x"] = Tensor(DType::kBF16, {M, H});
+      c.inputs["w1"] = Tensor(DType::kBF16, {H, 2 * F});
+      c.inputs["w2"] = Tensor(DType::kBF16, {F, H});
+      c.inputs["probs"] = Tensor(DType::kFP32, {M});
+      if (direction == Direction::kBackward) c.inputs["d_out"] = Tensor(DType::kBF16, {M, H});
+      return c;
+    };
+    // fc1 and fc2 forward (6 H F a row); the backward recomputes fc1 and runs four more (16 H F).
+    const double per_row = static_cast<double>(kLayerHidden) * static_cast<double>(kLayerIntermediate) *
+                           (direction == Direction::kForward ? 6 : 16);
+    int64_t padded = 0, rows = 0;
+    for (const int64_t M : tokens) {
+      s.flops += static_cast<double>(expert_padded_rows(M)) * per_row;
+      padded += M > 0 && expert_padded_rows(M) != M;
+      rows += M;
+    }
+    s.counters = {{"experts", static_cast<double>(tokens.size())},
+                  {"padded_experts", static_cast<double>(padded)},
+                  {"token_rows", static_cast<double>(rows)},
+                  {"max_rows", static_cast<double>(*std::max_element(tokens.begin(), tokens.end()))},
+                  {"min_rows", static_cast<double>(*std::min_element(tokens.begin(), tokens.end()))}};
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 // --- shrinking -------------------------------------------------------------------------------
 
 // Rows [r0, r0 + nr), hidden columns [h0, h0 + nh) and expert columns [f0, f0 + nf) (of both halves
@@ -491,6 +565,7 @@ OpInfo expert_mlp() {
   op.classes = classes;
   op.error_inputs = error_inputs;
   op.reference_inputs = reference_inputs;
+  op.reference_scenarios = reference_scenarios;
   op.shrink_shape = shrink_shape;
   op.oracle = oracle;
   return op;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole GPU check in one call: the GPU tests (cuda_vs_ref_test, label gpu), compute-sanitizer
-# memcheck and racecheck on that binary, campaigns through a worker that faults on the device on
-# purpose (cuda_fault_test), the kernel and launch benchmarks (kernel_bench: every CUDA kernel
+# memcheck and racecheck on that binary, a campaign of every CUDA contract under memcheck and
+# racecheck (`bitparity --sanitizer`, its findings fail the check), campaigns through a worker that
+# faults on the device on purpose (cuda_fault_test), the kernel and launch benchmarks (kernel_bench: every CUDA kernel
 # record on its op's reference inputs), and a short table last. Nothing here names an op:
 # the sanitizers pick the cuda targets of the generic tests by their names' backend kind. Exits
 # non-zero on a failed test, a finding, or a sanitizer error or hazard.
@@ -24,7 +25,8 @@
 # 8). RC_CASES: RapidCheck cases per property (default 100); MEMCHECK_RC_CASES (15) and
 # RACECHECK_RC_CASES (60) under the sanitizers.
 # BENCH_FILTER: a --benchmark_filter regex. SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_PLUGINS=1,
-# SKIP_FAULTS=1 (the device-fault campaigns) leave parts out, so that a check too long for one call
+# SKIP_FAULTS=1 (the device-fault campaigns), SKIP_HAZARDS=1 (the sanitizer campaign; HAZARD_SECONDS,
+# default 120, HAZARD_SEED, default 1, HAZARD_WORKERS a tool, default 2) leave parts out, so that a check too long for one call
 # can be split over several. TEST_FILTER: a --gtest_filter for the test shards (default: all);
 # SANITIZER_FILTER: the sanitizers' (default: the cuda targets and the PyTorch recordings).
 # PART_TIMEOUT: seconds each part (tests, each sanitizer, benchmarks) may run; a part stopped by it
@@ -44,15 +46,15 @@ JOBS=${JOBS:-$(nproc)}
 stage() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
   cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test cuda_fault_test cuda_fault_worker kernel_bench \
-    bitparity bitparity_example_fleet || return 1
+    campaign_bench bitparity bitparity_example_fleet || return 1
   rm -rf "$CARRY"
   mkdir -p "$CARRY/lib" "$CARRY/plugins"
   cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/gpu/tests/cuda_fault_test" "$BUILD/gpu/tests/cuda_fault_worker" \
-    "$BUILD/bench/kernel_bench" "$BUILD/cli/bitparity" "$CARRY/"
+    "$BUILD/bench/kernel_bench" "$BUILD/bench/campaign_bench" "$BUILD/cli/bitparity" "$CARRY/"
   # The example plug-ins, for campaigns of `--plugin` backends on the GPU.
   cp "$BUILD"/peers/plugin/examples/*.so "$CARRY/plugins/"
   strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/cuda_fault_test" "$CARRY/cuda_fault_worker" "$CARRY/kernel_bench" \
-    "$CARRY/bitparity"
+    "$CARRY/campaign_bench" "$CARRY/bitparity"
   # Every shared library but the C and C++ runtimes (glibc's pieces included), which the GPU machine has
   # in newer versions.
   ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity" | awk '$3 ~ /^\// {print $3}' | sort -u |
@@ -121,6 +123,14 @@ run() {
       "$test" --gtest_filter="${SANITIZER_FILTER:-$cuda_targets:BackendVsTorch.*}" >"$logs/memcheck.log" 2>&1 &
     RC_PARAMS="max_success=$RACECHECK_RC_CASES" part "racecheck" compute-sanitizer --tool racecheck \
       --racecheck-report all "$test" --gtest_filter="${SANITIZER_FILTER:-$cuda_targets}" >"$logs/racecheck.log" 2>&1 &
+  fi
+  # A campaign of every CUDA contract under compute-sanitizer (`bitparity --sanitizer`): a race or an
+  # invalid access on a generated case is a sanitizer_hazard finding, shrunk, with the tool's report.
+  if [[ ${SKIP_HAZARDS:-0} != 1 ]]; then
+    part "hazards" "$CARRY/bitparity" --sanitizer racecheck,memcheck --sanitizer-workers "${HAZARD_WORKERS:-2}" \
+      campaign --pair 'racecheck:*,ref:*' --pair 'memcheck:*,ref:*' --budget-seconds "${HAZARD_SECONDS:-120}" \
+      --seed "${HAZARD_SEED:-1}" --jobs 4 --max-shrink-calls 12 --corpus "$RESULTS/hazard-corpus" \
+      --report "$logs/hazards.json" >"$logs/hazards.log" 2>&1 &
   fi
   wait
   echo "tests and sanitizers: $((SECONDS - t0)) s" >"$logs/timing.txt"
@@ -274,6 +284,22 @@ def sanitizer(tool, pattern):
         problems.append(f"{tool}: tests did not pass")
     return "; ".join(lines[-2:] or ["no summary line (see logs/" + tool + ".log)"]) + (
         " | tests: " + tests.group(0).strip() if tests else "")
+hazards_path = os.path.join(logs, "hazards.json")
+if os.path.exists(hazards_path):
+    report = json.load(open(hazards_path))
+    cases = sum(c.get("cases", 0) for c in report.get("counts", []))
+    found = report.get("findings", [])
+    covered = sorted({c["pair"][0] for c in report.get("counts", []) if c.get("cases", 0) > 0})
+    print(f"sanitizer campaign (racecheck, memcheck): {cases} case runs over {len(covered)} contract pairs, "
+          f"findings {len(found)}")
+    for f in found:
+        print(f"  {f.get('kind')}: {f.get('op')} {f.get('direction', '')} {' vs '.join(f.get('pair', []))} {f.get('file', '')}"[:220])
+    if found:
+        problems.append(f"{len(found)} sanitizer campaign findings")
+    if cases == 0:
+        problems.append("sanitizer campaign: no case ran (see logs/hazards.log)")
+elif os.environ.get("SKIP_HAZARDS") != "1" and xml_count:
+    problems.append("sanitizer campaign: no report (see logs/hazards.log)")
 print("compute-sanitizer memcheck: " + sanitizer("memcheck", r"^=+ (?:LEAK|ERROR) SUMMARY.*$"))
 print("compute-sanitizer racecheck: " + sanitizer("racecheck", r"^=+ (?:RACECHECK|ERROR) SUMMARY.*$"))
 

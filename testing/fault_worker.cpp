@@ -4,7 +4,9 @@
 // worker is restarted, that nothing is lost and that the case that killed it is recorded, shrunk.
 //
 //   fault_worker MODE     MODE: none, crash (SIGSEGV), abort, hang (sleeps forever),
-//                         garbage (answers a line that is not JSON), exit (exit status 3)
+//                         garbage (answers a line that is not JSON), exit (exit status 3),
+//                         hazard (answers, then at the end of its input reports a race the way
+//                         compute-sanitizer does and exits with its --error-exitcode, 86)
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -17,11 +19,16 @@
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "none";
   const bitparity::Registry registry = bitparity::testing::make_fake_registry();
-  const auto before_case = [&mode](const bitparity::Case& c, const std::string&) {
+  bool hazard = false;
+  const auto before_case = [&mode, &hazard](const bitparity::Case& c, const std::string&) {
     const bitparity::Tensor* x = c.input("x");
     bool three = false;
     for (int64_t i = 0; x && i < x->numel(); ++i) three = three || x->f32(i) == 3.0f;
     if (!three || mode == "none") return;
+    if (mode == "hazard") {
+      hazard = true;
+      return;
+    }
     std::cerr << "fault_worker: planted " << mode << " on a case holding 3.0" << std::endl;
     if (mode == "crash") raise(SIGSEGV);
     if (mode == "abort") std::abort();
@@ -30,5 +37,11 @@ int main(int argc, char** argv) {
     if (mode == "garbage") std::cout << "this is not an answer" << std::endl;
     if (mode == "exit") std::exit(3);
   };
-  return bitparity::peers::serve_worker(registry, "ref", std::cin, std::cout, before_case);
+  const int status = bitparity::peers::serve_worker(registry, "ref", std::cin, std::cout, before_case);
+  if (!hazard) return status;
+  std::cerr << "========= Error: Race reported between Write access at planted_reduce+0x90 (fault_worker)\n"
+               "=========     and Read access at planted_reduce+0xa0 (fault_worker) [4 hazards]\n"
+               "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
+            << std::endl;
+  return 86;
 }

@@ -5,7 +5,9 @@
 //
 //   cuda_fault_worker MODE   MODE: illegal_address (a store through a bad device pointer: 700),
 //                            trap (a kernel that executes `trap`: 719), hang (a kernel that spins
-//                            until the campaign's timeout kills the worker)
+//                            until the campaign's timeout kills the worker), race (a shared-memory
+//                            read without its barrier: racecheck's hazard, no fault), out_of_bounds
+//                            (a read one element past a buffer: memcheck's error, no fault alone)
 #include <cstdint>
 #include <iostream>
 #include <string>

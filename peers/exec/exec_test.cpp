@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "core/case_json.h"
 #include "core/error.h"
 #include "core/json_strict.h"
+#include "corpus/differential.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
 #include "peers/exec/exec_backend.h"
@@ -113,6 +115,37 @@ TEST(ExecBackend, HangIsADeviceFaultAfterTheTimeout) {
   EXPECT_LT(waited, 10.0);
   EXPECT_NO_THROW(run_impl(r, "faulty:strict", testing::toy_case(1, 1, {2})));
   EXPECT_EQ(worker->starts(), 2);
+}
+
+// A worker judged by its exit status (hazard_exit_status, as `--sanitizer` runs compute-sanitizer):
+// one case a worker; the hazard status after an answer is a SanitizerHazard carrying the checker's
+// report, 0 returns the answer, any other status is a DeviceFault; the next case gets a fresh worker.
+TEST(ExecBackend, AHazardExitStatusAfterTheAnswerIsASanitizerHazard) {
+  Registry r = testing::make_fake_registry();
+  WorkerOptions o = fault_worker("hazard");
+  o.hazard_exit_status = 86;
+  const auto worker = add_exec_backend(r, "racecheck", o);
+  const Case good = testing::toy_case(1, 2, {1, 2});
+  EXPECT_TRUE(same_bits(run_impl(r, "racecheck:strict", good), run_impl(r, "ref:strict", good)));
+  EXPECT_EQ(worker->starts(), 1);
+  try {
+    run_impl(r, "racecheck:strict", testing::toy_case(1, 2, {1, 3}));
+    ADD_FAILURE() << "no hazard";
+  } catch (const SanitizerHazard& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("exited with status 86 (the hazard status)"), std::string::npos) << m;
+    EXPECT_NE(m.find("Race reported between Write access"), std::string::npos) << m;
+    EXPECT_EQ(m.find("RACECHECK SUMMARY"), std::string::npos) << "the summary is not the report: " << m;
+  }
+  EXPECT_TRUE(same_bits(run_impl(r, "racecheck:strict", good), run_impl(r, "ref:strict", good)));
+  EXPECT_EQ(worker->starts(), 3) << "one case a worker";
+  // Through run_side, the hazard is its own kind; another exit status is a device fault.
+  EXPECT_EQ(corpus::run_side(r, "racecheck:strict", testing::toy_case(1, 1, {3})).reject_class, "sanitizer_hazard");
+  WorkerOptions exits = fault_worker("exit");
+  exits.hazard_exit_status = 86;
+  add_exec_backend(r, "memcheck", exits);
+  const Outcome crashed = corpus::run_side(r, "memcheck:strict", testing::toy_case(1, 1, {3}));
+  EXPECT_EQ(crashed.reject_class, "device_fault") << crashed.message;
 }
 
 TEST(ExecBackend, BadWorkersAreClearErrorsAtRegistration) {
@@ -250,6 +283,48 @@ TEST(ExecCampaign, SurvivesAFaultingWorkerAndRecordsTheCase) {
     EXPECT_GT(worker->starts(), 1);
     fs::remove_all(dir);
   }
+}
+
+// A campaign with a sanitized kind: the cases on which the checker reports become sanitizer_hazard
+// entries, shrunk (one fresh worker a call) to the 3.0's column, with the checker's report, and
+// they replay as still hazardous; no case is lost.
+TEST(ExecCampaign, RecordsSanitizerHazardsShrunk) {
+  Registry r = testing::make_fake_registry();
+  WorkerOptions o = fault_worker("hazard");
+  o.hazard_exit_status = 86;
+  add_exec_backend(r, "racecheck", o);
+  const fs::path dir = fs::temp_directory_path() / ("bitparity_exec_hazard_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  campaign::CampaignOptions c;
+  c.budget_seconds = 600;
+  c.max_cases = 60;
+  c.seed = 11;
+  c.pairs = {{"racecheck:strict", "ref:strict"}};
+  c.corpus_dir = dir;
+  c.max_shrink_calls = 300;
+  const reports::Report report = campaign::run_campaign(r, c);
+  ASSERT_EQ(report.counts.size(), 1u);
+  const reports::PairCounts& counts = report.counts.at(0);
+  EXPECT_EQ(counts.cases, 60) << "cases were lost";
+  EXPECT_GT(counts.agreements, 0);
+  ASSERT_GT(counts.mismatches.count("sanitizer_hazard"), 0u);
+  ASSERT_FALSE(report.findings.empty());
+  for (const reports::FindingRecord& f : report.findings) {
+    EXPECT_EQ(f.kind, "sanitizer_hazard");
+    EXPECT_EQ(f.output, "hazard:a");
+    const corpus::Entry entry = corpus::load_entry(f.file, r);
+    const Tensor& x = *entry.c.input("x");
+    bool three = false;
+    for (int64_t i = 0; i < x.numel(); ++i) three = three || x.f32(i) == 3.0f;
+    EXPECT_TRUE(three) << f.file;
+    EXPECT_EQ(x.dim(1), 1) << f.file << ": not shrunk to the 3.0's column";
+    std::ifstream file(f.file);
+    const std::string message = json::parse(file)["finding"].value("message", "");
+    EXPECT_NE(message.find("Race reported"), std::string::npos) << message;
+    const corpus::ReplayResult replayed = corpus::replay_entry(r, entry);
+    EXPECT_EQ(replayed.status, corpus::ReplayStatus::kPass) << replayed.summary;
+  }
+  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -109,7 +109,51 @@ std::string WorkerProcess::request(const std::string& line) {
   start_locked();
   const Clock::time_point deadline = deadline_in(options_.request_seconds);
   write_all(line + "\n", deadline);
-  return read_line(deadline, "an answer");
+  std::string answer = read_line(deadline, "an answer");
+  if (options_.hazard_exit_status != 0) await_exit(deadline);
+  return answer;
+}
+
+void WorkerProcess::await_exit(Clock::time_point deadline) {
+  shutdown(io_fd_, SHUT_WR);  // end of the child's input: a worker stops after its last case
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (r < 0 && errno != EINTR) fault(std::string("cannot wait for it (") + std::strerror(errno) + ")");
+    if (Clock::now() >= deadline) fault("it did not exit after its answer within the timeout");
+    pollfd fds[1] = {{stderr_fd_, POLLIN, 0}};
+    poll(fds, 1, std::min(poll_ms(deadline), 20));
+    drain_stderr();
+  }
+  drain_stderr();
+  kill(-pid_, SIGKILL);  // whatever the child left in its group
+  pid_ = -1;             // reaped: stop() closes the descriptors and kills nothing
+  stop();
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  const bool hazard = WIFEXITED(status) && WEXITSTATUS(status) == options_.hazard_exit_status;
+  // The checker's own lines ("========= ..."), the banner and the summary aside; else the tail.
+  std::string report;
+  size_t kept = 0;
+  for (size_t start = 0; start < stderr_tail_.size() && kept < 40;) {
+    const size_t end = std::min(stderr_tail_.find('\n', start), stderr_tail_.size());
+    const std::string row = stderr_tail_.substr(start, end - start);
+    start = end + 1;
+    if (row.rfind("=========", 0) != 0 || row.find("COMPUTE-SANITIZER") != std::string::npos ||
+        row.find(" SUMMARY: ") != std::string::npos)
+      continue;
+    report += "\n" + row;
+    ++kept;
+  }
+  if (report.empty() && !stderr_tail_.empty()) report = "\n" + stderr_tail_;
+  while (!report.empty() && (report.back() == '\n' || report.back() == '\r')) report.pop_back();
+  const std::string message = "worker " + options_.name + ": after its answer it " + describe_status(status) +
+                              (hazard ? " (the hazard status): its checker reported on this case:"
+                                      : ", not 0 nor the hazard status " +
+                                            std::to_string(options_.hazard_exit_status) + "; its stderr:") +
+                              report;
+  if (hazard) throw SanitizerHazard(message);
+  throw DeviceFault(message);
 }
 
 void WorkerProcess::reset() {
@@ -191,11 +235,16 @@ void WorkerProcess::fault(const std::string& what) {
   // How the child ended, if it did: a crash shows as its signal; a hang as "still running".
   std::string how = "was still running and was killed";
   int status = 0;
+  bool hazard = false;
   if (pid_ > 0) {
-    for (int i = 0; i < 20; ++i) {  // a child that closed its output is usually exiting: 100 ms
+    // A child that closed its output is usually exiting: 100 ms; 2 s for a checker's summary.
+    const int polls = options_.hazard_exit_status != 0 ? 400 : 20;
+    for (int i = 0; i < polls; ++i) {
       const pid_t r = waitpid(pid_, &status, WNOHANG);
       if (r == pid_) {
         how = describe_status(status);
+        hazard = options_.hazard_exit_status != 0 && WIFEXITED(status) &&
+                 WEXITSTATUS(status) == options_.hazard_exit_status;
         kill(-pid_, SIGKILL);
         pid_ = -1;
         break;
@@ -212,6 +261,8 @@ void WorkerProcess::fault(const std::string& what) {
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
     message += "; its stderr ended with:\n" + tail;
   }
+  // The checker ended it (memcheck stops a kernel at an invalid access): its report is the finding.
+  if (hazard) throw SanitizerHazard(message + "\n(the hazard status: its checker reported on this case)");
   throw DeviceFault(message);
 }
 

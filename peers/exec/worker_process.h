@@ -28,6 +28,11 @@ struct WorkerOptions {
   double request_seconds = 120;      // until a request's answer arrives
   size_t max_line_bytes = size_t{512} << 20;
   size_t stderr_keep_bytes = 8192;
+  // Non-zero: the child serves one case. After its answer bitparity closes the child's input and
+  // waits (request_seconds) for it to exit; this exit status (compute-sanitizer's --error-exitcode)
+  // makes the request throw SanitizerHazard with the child's report, any other status but 0 is a
+  // DeviceFault, and the next request starts a fresh child.
+  int hazard_exit_status = 0;
 };
 
 class WorkerProcess {
@@ -60,6 +65,8 @@ class WorkerProcess {
   std::string read_line(std::chrono::steady_clock::time_point deadline, const char* waiting_for);
   void write_all(const std::string& bytes, std::chrono::steady_clock::time_point deadline);
   void drain_stderr();
+  // hazard_exit_status: closes the child's input, waits for its exit and judges the status.
+  void await_exit(std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void fault(const std::string& what);
 
   WorkerOptions options_;
