@@ -19,10 +19,11 @@
 // their results are applied to the report and the corpus in case order, so that a run's output is
 // the same for every number of jobs (a time budget changes only how many cases ran). Threads share
 // the registry under one rule (BackendKind::concurrent_calls): the builtin CPU reference runs
-// concurrently, whose implementations are pure functions of the case; GPU kernels (a CUDA context
-// and its buffers), exec workers and the torch peer (one process and pipe each) and plug-ins (code
-// we cannot vouch for) one call at a time, each kind under its own lock; a kind served by a pool
-// of workers (`--devices N`: one a GPU) as many at once as it has workers.
+// concurrently, whose implementations are pure functions of the case, and so do bitparity's CUDA
+// kernels (each thread on its own stream with its own buffers, gpu/runtime.h); exec workers and the
+// torch peer (one process and pipe each) and plug-ins (code we cannot vouch for) one call at a
+// time, each kind under its own lock; a kind served by a pool of workers (`--devices N`: one a GPU)
+// as many at once as it has workers.
 #pragma once
 
 #include <atomic>

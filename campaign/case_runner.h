@@ -4,8 +4,8 @@
 // campaign's own path.
 //
 // Thread safety: one CaseRunner may be used from several threads at once. A kind's calls run at most
-// BackendKind::concurrent_calls at a time (the reference's without a limit; a kind of one device
-// context, one worker or a plug-in one at a time; a pool of N workers N at a time).
+// BackendKind::concurrent_calls at a time (the reference's and the CUDA kernels' without a limit;
+// one worker or a plug-in one at a time; a pool of N workers N at a time).
 #pragma once
 
 #include <condition_variable>

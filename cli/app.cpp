@@ -55,9 +55,6 @@ struct ExecFlags {
   int sanitizer_workers = 1;            // --sanitizer-workers N: processes a tool
 };
 
-// The exit status a sanitized worker's checker gives when it found something (--error-exitcode).
-constexpr int kHazardExitStatus = 86;
-
 void add_exec_flags(CLI::App& app, ExecFlags& flags) {
   app.add_option("--exec", flags.specs,
                  "NAME=COMMAND: a backend kind NAME served by a worker process that COMMAND starts (run by "
@@ -152,16 +149,9 @@ void start_sanitized_backend(Registry& registry, const std::string& tool, const 
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<peers::WorkerOptions> pool;
   for (int i = 0; i < flags.sanitizer_workers; ++i) {
-    peers::WorkerOptions options;
+    peers::WorkerOptions options = peers::sanitized_worker(compute_sanitizer_path(), tool,
+                                                           {self, "worker", "--kind", "cuda"}, flags.timeout_seconds);
     options.name = tool + " (compute-sanitizer, worker " + std::to_string(i + 1) + ")";
-    options.argv = {compute_sanitizer_path(), "--tool", tool, "--error-exitcode", std::to_string(kHazardExitStatus),
-                    "--print-limit", "20"};
-    if (tool == "racecheck") options.argv.insert(options.argv.end(), {"--racecheck-report", "all"});
-    options.argv.insert(options.argv.end(), {self, "worker", "--kind", "cuda"});
-    options.start_seconds = flags.timeout_seconds;
-    options.request_seconds = flags.timeout_seconds;
-    options.stderr_keep_bytes = 65536;
-    options.hazard_exit_status = kHazardExitStatus;
     pool.push_back(std::move(options));
   }
   peers::add_exec_backend(registry, tool, std::move(pool));

@@ -286,8 +286,9 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       ->capture_default_str();
   app->add_option("--jobs", f->jobs,
                   "threads that generate, run, compare and shrink cases, 1 .. " + std::to_string(campaign::kMaxJobs) +
-                      " (default: every core). The report and the corpus are those of --jobs 1; only bitparity's "
-                      "CPU reference runs on several threads at once, every other backend kind one case at a time")
+                      " (default: every core). The report and the corpus are those of --jobs 1; bitparity's CPU "
+                      "reference and CUDA kernels run on several threads at once (the kernels each thread on its own "
+                      "stream), a pool of N workers (--devices N) N cases at once, every other kind one at a time")
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--nondeterminism-every", f->nondeterminism_every,

@@ -60,8 +60,7 @@ struct Lt {
                            const void*, cublasLtMatrixLayout_t, const void*, const void*, cublasLtMatrixLayout_t,
                            void*, cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t,
                            cudaStream_t) = nullptr;
-  cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;
+  cublasLtHandle_t handle = nullptr;  // cuBLASLt's handles may be shared by threads
 };
 
 template <typename F>
@@ -124,9 +123,8 @@ void check(const Lt& lt, cublasStatus_t status, const std::string& what) {
                   what + ": cublasStatus " + std::to_string(static_cast<int>(status)) + (text ? std::string(" (") + text + ")" : ""));
 }
 
-// The library, its handle and the workspace: opened and made once a process, and given back at
-// exit (registered after the CUDA runtime's own teardown, so run before it), so that a memory
-// checker sees no leak.
+// The library and its handle: opened and made once a process, and given back at exit (registered
+// after the CUDA runtime's own teardown, so run before it).
 Lt& library() {
   static Lt lt;
   static std::once_flag once;
@@ -134,14 +132,18 @@ Lt& library() {
     lt = open_library();
     if (!lt.error.empty()) return;
     check(lt, lt.Create(&lt.handle), "cublasLtCreate");
-    check_cuda(cudaMalloc(&lt.workspace, kWorkspaceBytes), "cuBLASLt workspace");
-    std::atexit([] {
-      cudaFree(lt.workspace);
-      lt.Destroy(lt.handle);
-    });
+    std::atexit([] { lt.Destroy(lt.handle); });
   });
   if (!lt.error.empty()) throw std::runtime_error(lt.error);
   return lt;
+}
+
+// The calling thread's workspace, made on its first product and freed when the thread ends: the
+// threads of a campaign run products at once, each on its own stream, and a shared workspace would
+// be written by two of them at a time (a split-K product keeps its partial sums there).
+void* thread_workspace() {
+  thread_local DeviceBuffer workspace(kWorkspaceBytes);
+  return workspace.get();
 }
 
 // The descriptors of one row-major product, destroyed with it.
@@ -183,7 +185,7 @@ class Product {
   void run(const void* a, const void* b, void* out, cudaStream_t stream) {
     const float alpha = 1.0f, beta = 0.0f;
     check(lt_, lt_.Matmul(lt_.handle, desc_, &alpha, b, a_, a, b_, &beta, out, d_, out, d_, &heuristic_.algo,
-                          lt_.workspace, kWorkspaceBytes, stream),
+                          thread_workspace(), kWorkspaceBytes, stream),
           "cublasLtMatmul");
   }
 
@@ -219,7 +221,9 @@ class Product {
 
 void launch_gemm_cublas(const Gemm& g) {
   if (g.M == 0 || g.N == 0) return;
-  const auto stream = static_cast<cudaStream_t>(g.stream);
+  // cuBLASLt is not built with per-thread default streams: stream 0 would be the legacy stream,
+  // which waits for every thread's work. The calling thread's stream, named.
+  const auto stream = g.stream ? static_cast<cudaStream_t>(g.stream) : cudaStreamPerThread;
   if (g.K == 0) {
     check_cuda(cudaMemsetAsync(g.out, 0, static_cast<size_t>(g.M * g.N) * 2, stream), "gemm cublas: K = 0");
     return;

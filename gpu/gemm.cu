@@ -11,6 +11,7 @@
 // by cp.async 16-byte copies (zero-filled past M, N or K) where K and N are multiples of 8, element
 // by element otherwise. Fragments come from shared memory through ldmatrix (.trans for b, row-major
 // [K, N]).
+#include <atomic>
 #include <cstdint>
 
 #include <cuda_bf16.h>
@@ -241,17 +242,17 @@ namespace {
 
 // Whether the current device runs the sm_90a kernel: compute capability 9.0, asked once per device.
 bool wgmma_device() {
-  static int cached[64] = {};  // 0 unknown, 1 yes, 2 no
+  static std::atomic<int> cached[64] = {};  // 0 unknown, 1 yes, 2 no; asked from several threads at once
   int device = 0;
   check_cuda(cudaGetDevice(&device), "gemm fixed_order: cudaGetDevice");
-  int& known = cached[device & 63];
-  if (known == 0) {
+  std::atomic<int>& known = cached[device & 63];
+  if (known.load(std::memory_order_relaxed) == 0) {
     int major = 0, minor = 0;
     check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
     check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
-    known = major == 9 && minor == 0 ? 1 : 2;
+    known.store(major == 9 && minor == 0 ? 1 : 2, std::memory_order_relaxed);
   }
-  return known == 1;
+  return known.load(std::memory_order_relaxed) == 1;
 }
 
 }  // namespace

@@ -36,7 +36,11 @@ Impl kernel_impl_at_ilp(const Registry& registry, const std::string& op, const s
 }
 
 void register_cuda(Registry& registry) {
-  registry.add_backend({"cuda", "bitparity's CUDA kernels (sm_90)", [] { return unavailable_reason(); }});
+  // Any number of calls at once: each thread's launches and copies go on its own stream
+  // (gpu/runtime.h), its buffers are its own, and the kernels keep no state between calls
+  // (cuBLASLt's workspace is the thread's): SameBitsFromConcurrentThreads checks it.
+  registry.add_backend(
+      {"cuda", "bitparity's CUDA kernels (sm_90)", [] { return unavailable_reason(); }, kAnyNumberOfCalls});
   std::vector<ImplEntry> entries;
   for (const KernelRecord& record : kernel_records()) {
     const OpInfo* op = registry.op(record.op);

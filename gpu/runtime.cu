@@ -1,7 +1,11 @@
 #include "gpu/runtime.h"
 
+#include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include <cuda_runtime.h>
@@ -70,8 +74,77 @@ void check_launch(const char* what, void* stream) {
     check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), std::string(what) + " execution");
 }
 
+namespace {
+
+constexpr uintptr_t kBufferAlignment = 256;
+
+// The current device's default pool, told once per device to keep what is freed (its release
+// threshold is 0 by default, which hands memory back to the driver at every synchronization and
+// makes the next allocation a driver call again).
+cudaMemPool_t pool_of_current_device() {
+  static std::mutex mutex;
+  static std::map<int, cudaMemPool_t> pools;
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = pools.find(device); it != pools.end()) return it->second;
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  uint64_t keep = UINT64_MAX;
+  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+             "cudaMemPoolSetAttribute(release threshold)");
+  pools.emplace(device, pool);
+  return pool;
+}
+
+BufferMode mode_from_environment() {
+  const char* env = std::getenv("BITPARITY_CUDA_BUFFERS");
+  return env != nullptr && std::strcmp(env, "separate") == 0 ? BufferMode::kSeparate : BufferMode::kPooled;
+}
+
+std::atomic<BufferMode>& mode_flag() {
+  static std::atomic<BufferMode> mode{mode_from_environment()};
+  return mode;
+}
+
+void release(void* ptr, bool pooled) {
+  // No throw: called from destructors; a sticky fault was reported already.
+  if (pooled)
+    cudaFreeAsync(ptr, cudaStreamPerThread);
+  else
+    cudaFree(ptr);
+}
+
+}  // namespace
+
+BufferMode buffer_mode() { return mode_flag().load(std::memory_order_relaxed); }
+void set_buffer_mode(BufferMode mode) { mode_flag().store(mode, std::memory_order_relaxed); }
+
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-  if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+  if (bytes == 0) return;
+  if (buffer_mode() == BufferMode::kSeparate) {
+    check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
+    return;
+  }
+  pooled_ = true;
+  const std::string what = "cudaMallocAsync of " + std::to_string(bytes) + " bytes";
+  cudaMemPool_t pool = pool_of_current_device();
+  cudaError_t err = cudaMallocFromPoolAsync(&ptr_, bytes, pool, cudaStreamPerThread);
+  if (err == cudaErrorMemoryAllocation) {
+    // What the pool keeps may be what is missing: wait for this thread's frees, give the
+    // pool's unused memory back to the device and try once more.
+    cudaGetLastError();
+    check_cuda(cudaStreamSynchronize(cudaStreamPerThread), what);
+    check_cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+    err = cudaMallocFromPoolAsync(&ptr_, bytes, pool, cudaStreamPerThread);
+  }
+  if (err != cudaSuccess) ptr_ = nullptr;
+  check_cuda(err, what);
+  if (reinterpret_cast<uintptr_t>(ptr_) % kBufferAlignment != 0) {
+    release(ptr_, true);
+    ptr_ = nullptr;
+    throw CudaError(cudaErrorMemoryAllocation, what + ": the pool gave an address off the 256-byte boundary");
+  }
 }
 
 DeviceBuffer DeviceBuffer::view(void* ptr, size_t bytes) {
@@ -84,20 +157,21 @@ DeviceBuffer DeviceBuffer::view(void* ptr, size_t bytes) {
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : ptr_(std::exchange(other.ptr_, nullptr)), bytes_(std::exchange(other.bytes_, 0)),
-      owned_(std::exchange(other.owned_, true)) {}
+      owned_(std::exchange(other.owned_, true)), pooled_(std::exchange(other.pooled_, false)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
-    if (ptr_ && owned_) cudaFree(ptr_);
+    if (ptr_ && owned_) release(ptr_, pooled_);
     ptr_ = std::exchange(other.ptr_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     owned_ = std::exchange(other.owned_, true);
+    pooled_ = std::exchange(other.pooled_, false);
   }
   return *this;
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (ptr_ && owned_) cudaFree(ptr_);  // no throw from a destructor; a sticky fault was reported already
+  if (ptr_ && owned_) release(ptr_, pooled_);
 }
 
 void DeviceBuffer::upload(const void* host, size_t bytes) {
@@ -121,5 +195,7 @@ void DeviceBuffer::copy_from(const DeviceBuffer& other) {
 }
 
 void synchronize() { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+void* thread_stream() { return static_cast<void*>(cudaStreamPerThread); }
 
 }  // namespace bitparity::gpu

@@ -44,7 +44,27 @@ void check_launch(const char* what, void* stream);
 bool checked_launches();
 void set_checked_launches(bool on);
 
-// Device memory of `bytes` bytes (cudaMalloc; none for 0 bytes), freed by the destructor.
+// Streams. bitparity builds its CUDA code with CUDA_API_PER_THREAD_DEFAULT_STREAM (gpu/CMakeLists.txt,
+// public to what links it): a launch or copy that names no stream (nullptr) goes on the calling thread's own
+// default stream, so that the threads of a campaign (`--jobs`) run their cases on the device at once
+// and a synchronization waits for the calling thread's work only.
+
+// How device memory is taken. kPooled (the default): stream-ordered, cudaMallocAsync from the
+// device's default pool, which keeps freed memory for the next buffer, and cudaFreeAsync, neither
+// of which waits for the device (cudaFree waits for every stream of the process, which would
+// serialize a campaign's threads); a small case's tensors share one allocation (kernel_impl).
+// kSeparate (BITPARITY_CUDA_BUFFERS=separate in the environment; the --sanitizer workers and
+// scripts/gpu_check.sh's sanitizer runs set it): cudaMalloc and cudaFree, one allocation a tensor,
+// so that compute-sanitizer's memcheck knows each tensor's bounds and flags a read one past its end.
+enum class BufferMode { kPooled, kSeparate };
+BufferMode buffer_mode();
+void set_buffer_mode(BufferMode mode);  // for tests; a buffer made before keeps its kind
+
+// Device memory of `bytes` bytes (none for 0 bytes), freed by the destructor, taken as
+// buffer_mode() says. A pooled buffer is made and freed in the order of the calling thread's
+// stream, so it is used and destroyed on the thread that made it, or after a synchronization.
+// Every buffer starts on a 256-byte boundary, as cudaMalloc's do (the kernels' vector paths rely
+// on it).
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -71,9 +91,13 @@ class DeviceBuffer {
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
   bool owned_ = true;
+  bool pooled_ = false;  // cudaFreeAsync, else cudaFree
 };
 
 // cudaDeviceSynchronize, checked.
 void synchronize();
+
+// The calling thread's stream (cudaStreamPerThread), as a void*: what a record's bind is given.
+void* thread_stream();
 
 }  // namespace bitparity::gpu

@@ -117,9 +117,11 @@ run() {
     # memcheck: the generated cases and the reference inputs of every cuda target, and the PyTorch
     # recordings. racecheck: the same cuda targets (the kernels with shared memory, cp.async rings
     # and shared-memory trees, are the ones it has work on). CudaRuntime.* is left out: it
-    # provokes a failing cudaMalloc on purpose.
+    # provokes a failing cudaMalloc on purpose. BITPARITY_CUDA_BUFFERS=separate: a buffer a tensor,
+    # so that memcheck knows each tensor's bounds (gpu/runtime.h).
     local cuda_targets='Registry/BackendVsRef.BitIdentical*_cuda_*:Registry/BackendVsRefLarge.*_cuda_*'
-    RC_PARAMS="max_success=$MEMCHECK_RC_CASES" part "memcheck" compute-sanitizer --tool memcheck --leak-check full \
+    BITPARITY_CUDA_BUFFERS=separate RC_PARAMS="max_success=$MEMCHECK_RC_CASES" part "memcheck" \
+      compute-sanitizer --tool memcheck --leak-check full \
       "$test" --gtest_filter="${SANITIZER_FILTER:-$cuda_targets:BackendVsTorch.*}" >"$logs/memcheck.log" 2>&1 &
     RC_PARAMS="max_success=$RACECHECK_RC_CASES" part "racecheck" compute-sanitizer --tool racecheck \
       --racecheck-report all "$test" --gtest_filter="${SANITIZER_FILTER:-$cuda_targets}" >"$logs/racecheck.log" 2>&1 &
@@ -259,7 +261,7 @@ if not tests_skipped and os.environ.get("SKIP_FAULTS") != "1" and not os.path.ex
     problems.append("the device-fault campaigns (cuda_fault_test) left no results: see logs/tests-faults.log")
 if tests_skipped:
     print("tests: not run (SKIP_TESTS=1)")
-if not (xml_count or any(os.path.exists(os.path.join(logs, t + ".log")) for t in ("memcheck", "racecheck"))
+if not (xml_count or any(os.path.exists(os.path.join(logs, t + ".log")) for t in ("memcheck", "racecheck", "hazards"))
         or os.path.exists(os.path.join(results, "bench.json")) or os.path.exists(os.path.join(logs, "plugins.txt"))):
     problems.append("nothing ran")
 timed_out_path = os.path.join(logs, "timed-out.txt")
@@ -298,8 +300,11 @@ if os.path.exists(hazards_path):
         problems.append(f"{len(found)} sanitizer campaign findings")
     if cases == 0:
         problems.append("sanitizer campaign: no case ran (see logs/hazards.log)")
-elif os.environ.get("SKIP_HAZARDS") != "1" and xml_count:
-    problems.append("sanitizer campaign: no report (see logs/hazards.log)")
+elif os.environ.get("SKIP_HAZARDS") != "1":
+    hazards_log = os.path.join(logs, "hazards.log")
+    errors = [l for l in open(hazards_log, errors="replace").read().splitlines()
+              if l.startswith("error")] if os.path.exists(hazards_log) else []
+    problems.append("sanitizer campaign: no report (see logs/hazards.log)" + (": " + errors[-1][:240] if errors else ""))
 print("compute-sanitizer memcheck: " + sanitizer("memcheck", r"^=+ (?:LEAK|ERROR) SUMMARY.*$"))
 print("compute-sanitizer racecheck: " + sanitizer("racecheck", r"^=+ (?:RACECHECK|ERROR) SUMMARY.*$"))
 

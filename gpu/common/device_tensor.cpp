@@ -1,8 +1,112 @@
 #include "gpu/common/device_tensor.h"
 
+#include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
+#include <cuda_runtime.h>
+
 namespace bitparity::gpu {
+namespace {
+
+constexpr size_t kAlignment = 256;  // as a buffer of its own would start (gpu/runtime.h)
+
+size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+
+// The calling thread's pinned host memory through which a small case's tensors move: one copy
+// each way, asynchronous, instead of a pageable copy a tensor. Kept and grown; freed with the thread.
+class Staging {
+ public:
+  ~Staging() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  unsigned char* at_least(size_t bytes) {
+    if (bytes > bytes_) {
+      size_t grown = std::max(bytes_ * 2, size_t{1} << 16);
+      while (grown < bytes) grown *= 2;
+      void* p = nullptr;
+      check_cuda(cudaMallocHost(&p, grown), "cudaMallocHost of " + std::to_string(grown) + " bytes (staging)");
+      if (ptr_) cudaFreeHost(ptr_);
+      ptr_ = p;
+      bytes_ = grown;
+    }
+    return static_cast<unsigned char*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+Staging& thread_staging() {
+  thread_local Staging staging;
+  return staging;
+}
+
+size_t meta_bytes(const TensorMeta& meta) {
+  return static_cast<size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype);
+}
+
+DeviceTensor view_at(const DeviceBuffer& shared, size_t offset, DType dtype, const Shape& shape, size_t bytes) {
+  return {dtype, shape,
+          bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(static_cast<unsigned char*>(shared.get()) + offset, bytes)};
+}
+
+}  // namespace
+
+CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int fill_byte) {
+  size_t total = 0;
+  for (const auto& [name, t] : inputs) total += aligned(t.nbytes());
+  const size_t inputs_end = total;
+  for (const auto& [name, meta] : metas) total += aligned(meta_bytes(meta));
+  if (buffer_mode() == BufferMode::kSeparate || total > kSharedCaseBytes || total == 0) {
+    inputs_ = upload(inputs);
+    outputs_ = allocate(metas, fill_byte);
+    return;
+  }
+  shared_ = DeviceBuffer(total);
+  unsigned char* staging = thread_staging().at_least(total);
+  size_t offset = 0;
+  for (const auto& [name, t] : inputs) {
+    if (t.nbytes() > 0) std::memcpy(staging + offset, t.data(), t.nbytes());
+    inputs_.emplace(name, view_at(shared_, offset, t.dtype(), t.shape(), t.nbytes()));
+    offset += aligned(t.nbytes());
+  }
+  outputs_begin_ = offset;
+  for (const auto& [name, meta] : metas) {
+    outputs_.emplace(name, view_at(shared_, offset, meta.dtype, meta.shape, meta_bytes(meta)));
+    offset += aligned(meta_bytes(meta));
+  }
+  outputs_end_ = offset;
+  if (inputs_end > 0)
+    check_cuda(cudaMemcpyAsync(shared_.get(), staging, inputs_end, cudaMemcpyHostToDevice, cudaStreamPerThread),
+               "cudaMemcpyAsync of a case's inputs");
+  if (outputs_end_ > outputs_begin_)
+    check_cuda(cudaMemsetAsync(static_cast<unsigned char*>(shared_.get()) + outputs_begin_, fill_byte,
+                               outputs_end_ - outputs_begin_, cudaStreamPerThread),
+               "cudaMemsetAsync of a case's outputs");
+}
+
+TensorMap CaseTensors::download_outputs() const {
+  if (!shared()) return download(outputs_);
+  unsigned char* staging = thread_staging().at_least(outputs_end_);
+  if (outputs_end_ > outputs_begin_)
+    check_cuda(cudaMemcpyAsync(staging + outputs_begin_, static_cast<const unsigned char*>(shared_.get()) + outputs_begin_,
+                               outputs_end_ - outputs_begin_, cudaMemcpyDeviceToHost, cudaStreamPerThread),
+               "cudaMemcpyAsync of a case's outputs");
+  check_cuda(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize after a case");
+  TensorMap out;
+  for (const auto& [name, t] : outputs_) {
+    Tensor host(t.dtype, t.shape);
+    if (host.nbytes() > 0) {
+      const size_t offset = static_cast<size_t>(static_cast<const unsigned char*>(t.data()) -
+                                                static_cast<const unsigned char*>(shared_.get()));
+      std::memcpy(host.data(), staging + offset, host.nbytes());
+    }
+    out.emplace(name, std::move(host));
+  }
+  return out;
+}
 
 DeviceTensor upload(const Tensor& host) {
   DeviceTensor d{host.dtype(), host.shape(), DeviceBuffer(host.nbytes())};

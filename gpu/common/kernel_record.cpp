@@ -10,11 +10,10 @@ Impl kernel_impl(KernelRecord record, Validate validate, int ilp) {
   return [record = std::move(record), validate = std::move(validate), ilp](const Case& c,
                                                                             const ContractInfo& contract) {
     const OutputMetas metas = validate(c, contract);
-    const DeviceTensorMap inputs = upload(c.inputs);
-    const DeviceTensorMap outputs = allocate(metas);
-    const BoundLaunch launch = record.bind({c, contract, inputs, outputs, nullptr, ilp});
+    const CaseTensors tensors(c.inputs, metas);
+    const BoundLaunch launch = record.bind({c, contract, tensors.inputs(), tensors.outputs(), thread_stream(), ilp});
     launch();
-    return download(outputs);  // a synchronous copy on the default stream: after the launch
+    return tensors.download_outputs();  // on the thread's stream: after the launch
   };
 }
 

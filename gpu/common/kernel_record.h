@@ -25,7 +25,7 @@ struct KernelArgs {
   const ContractInfo& contract;
   const DeviceTensorMap& inputs;
   const DeviceTensorMap& outputs;
-  void* stream = nullptr;  // a cudaStream_t; nullptr is the default stream
+  void* stream = nullptr;  // a cudaStream_t; nullptr is the calling thread's default stream (gpu/runtime.h)
   int ilp = kIlpDefault;
 };
 
@@ -55,7 +55,8 @@ struct KernelRecord {
 using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
 
 // The Impl of a record: validate (for the OutputMetas), upload every input, allocate the outputs
-// poisoned, bind and launch at `ilp` on the default stream, download.
+// poisoned, bind and launch at `ilp` on the calling thread's stream, download. Calls from several
+// threads run at once, each on its own stream and its own buffers.
 Impl kernel_impl(KernelRecord record, Validate validate, int ilp = kIlpDefault);
 
 }  // namespace bitparity::gpu

@@ -112,13 +112,8 @@ TEST(CudaSanitizerCampaign, RecordsRacesAndInvalidAccessesAsFindings) {
                                          std::tuple{"out_of_bounds", "memcheck", "Invalid __global__ read"}}) {
     SCOPED_TRACE(mode);
     Registry r = testing::make_fake_registry();
-    peers::WorkerOptions worker;
-    worker.name = tool;
-    worker.argv = {sanitizer, "--tool", tool, "--error-exitcode", "86", worker_path(), mode};
-    worker.request_seconds = 60;
-    worker.stderr_keep_bytes = 65536;
-    worker.hazard_exit_status = 86;
-    peers::add_exec_backend(r, tool, worker);
+    // The options `bitparity --sanitizer TOOL` runs its workers with.
+    peers::add_exec_backend(r, tool, peers::sanitized_worker(sanitizer, tool, {worker_path(), mode}, 60));
     const fs::path dir = fs::temp_directory_path() / ("bitparity_cuda_hazard_" + std::string(mode) + "_" +
                                                       std::to_string(::getpid()));
     fs::remove_all(dir);

@@ -3,14 +3,17 @@
 // skips with the reason where no CUDA device exists.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "core/outcome.h"
 #include "core/registry.h"
+#include "gpu/common/device_tensor.h"
 #include "gpu/register.h"
 #include "gpu/runtime.h"
 #include "gpu/tests/fast_math_check.h"
@@ -102,6 +105,92 @@ TEST(CudaRuntime, ErrorsBecomeExceptionsWithMessages) {
       }
   }
   EXPECT_GT(launched, 0);
+}
+
+// Every buffer starts on a 256-byte boundary, pooled or not: the kernels' vector paths and the
+// cuBLASLt and tensor-map paths take an aligned base for granted.
+TEST(CudaRuntime, EveryBufferStartsOnA256ByteBoundary) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  for (BufferMode mode : {BufferMode::kPooled, BufferMode::kSeparate}) {
+    set_buffer_mode(mode);
+    std::vector<DeviceBuffer> held;
+    for (size_t bytes : {size_t{1}, size_t{2}, size_t{3}, size_t{17}, size_t{255}, size_t{257}, size_t{4097},
+                         size_t{65537}, size_t{1} << 20, (size_t{1} << 20) + 1}) {
+      held.emplace_back(bytes);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(held.back().get()) % 256, 0u)
+          << bytes << " bytes, " << (mode == BufferMode::kPooled ? "pooled" : "separate");
+    }
+  }
+  set_buffer_mode(BufferMode::kPooled);
+}
+
+Tensor counting(DType dtype, Shape shape, uint8_t start) {
+  Tensor t(dtype, std::move(shape));
+  auto* bytes = static_cast<uint8_t*>(t.data());
+  for (size_t i = 0; i < t.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(start + i * 7);
+  return t;
+}
+
+std::vector<uint8_t> bytes_of(const DeviceTensor& d) {
+  std::vector<uint8_t> out(d.nbytes());
+  d.buffer.download(out.data(), out.size());
+  return out;
+}
+
+// A small case's tensors share one allocation, each on its own 256-byte-aligned range that no
+// other overlaps; the inputs arrive with their bytes, the outputs poisoned, and download_outputs
+// gives back what a kernel wrote. A case over kSharedCaseBytes, or any case in the separate mode,
+// gets a buffer a tensor.
+TEST(CudaRuntime, CaseTensorsShareOneAllocationOnlyForSmallCases) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  set_buffer_mode(BufferMode::kPooled);
+  const TensorMap inputs = {{"a", counting(DType::kBF16, {3, 5}, 1)},
+                            {"b", counting(DType::kFP32, {7}, 9)},
+                            {"empty", Tensor(DType::kFP32, {0, 4})},
+                            {"ids", counting(DType::kI64, {2}, 4)}};
+  const OutputMetas metas = {{"out", {{3, 5}, DType::kBF16}}, {"none", {{0}, DType::kFP32}}, {"sum", {{1}, DType::kFP32}}};
+  const CaseTensors small(inputs, metas);
+  ASSERT_TRUE(small.shared());
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+  for (const DeviceTensorMap* map : {&small.inputs(), &small.outputs()})
+    for (const auto& [name, d] : *map) {
+      if (d.nbytes() == 0) {
+        EXPECT_EQ(d.data(), nullptr) << name;
+        continue;
+      }
+      const auto begin = reinterpret_cast<uintptr_t>(d.data());
+      EXPECT_EQ(begin % 256, 0u) << name;
+      ranges.emplace_back(begin, begin + d.nbytes());
+    }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "tensors overlap";
+  for (const auto& [name, t] : inputs) {
+    const std::vector<uint8_t> got = bytes_of(small.inputs().at(name));
+    ASSERT_EQ(got.size(), t.nbytes()) << name;
+    EXPECT_EQ(std::memcmp(got.data(), t.data(), t.nbytes()), 0) << name;
+  }
+  // What a kernel would write: the output "sum" overwritten on the device, "out" left poisoned.
+  const float written = -2.5f;
+  const DeviceTensor& sum_tensor = small.outputs().at("sum");
+  DeviceBuffer::view(sum_tensor.data(), sum_tensor.nbytes()).upload(&written, sizeof written);
+  const TensorMap out = small.download_outputs();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out.at("sum").shape(), Shape({1}));
+  float sum = 0;
+  std::memcpy(&sum, out.at("sum").data(), sizeof sum);
+  EXPECT_EQ(sum, written);
+  EXPECT_EQ(out.at("none").numel(), 0);
+  const auto* poisoned = static_cast<const uint8_t*>(out.at("out").data());
+  EXPECT_EQ(std::count(poisoned, poisoned + out.at("out").nbytes(), kPoisonByte),
+            static_cast<std::ptrdiff_t>(out.at("out").nbytes()));
+
+  const TensorMap large_inputs = {{"x", Tensor(DType::kFP32, {int64_t(CaseTensors::kSharedCaseBytes / 4 + 1)})}};
+  EXPECT_FALSE(CaseTensors(large_inputs, metas).shared());
+  set_buffer_mode(BufferMode::kSeparate);
+  const CaseTensors separate(inputs, metas);
+  EXPECT_FALSE(separate.shared());
+  EXPECT_EQ(bytes_of(separate.inputs().at("b")), bytes_of(small.inputs().at("b")));
+  set_buffer_mode(BufferMode::kPooled);
 }
 
 }  // namespace

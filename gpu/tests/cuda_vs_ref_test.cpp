@@ -23,9 +23,11 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -257,6 +259,80 @@ TEST_P(BackendVsRef, Deterministic) {
     return;
   }
   EXPECT_TRUE(ok) << counterexample.report();
+}
+
+// --- calls from several threads at once -------------------------------------------------------------
+
+// A kind that runs any number of calls at once (a campaign's --jobs threads share it) gives every
+// case the bits it gives alone: kConcurrentThreads threads run the same kConcurrentCases generated
+// cases (every size, small to large) at once, each in its own order, and each result is held to the
+// case's result run alone. Shared state between calls (a workspace, a cache, a stream) shows here.
+constexpr int kConcurrentThreads = 8;
+constexpr int kConcurrentCases = 32;
+constexpr int kConcurrentRounds = 2;
+
+std::string input_shapes(const Case& c) {
+  std::string s;
+  for (const auto& [name, t] : c.inputs) s += (s.empty() ? "" : ", ") + name + " " + shape_string(t.shape());
+  return s;
+}
+
+TEST_P(BackendVsRef, SameBitsFromConcurrentThreads) {
+  const Target& t = GetParam();
+  if (registry().backend(t.kind)->concurrent_calls != kAnyNumberOfCalls)
+    GTEST_SKIP() << t.kind << " runs its calls one at a time";
+  if (t.order_of_arrival())
+    GTEST_SKIP() << t.contract << " depends on the order of arrival: two runs alone already differ (Deterministic)";
+  std::vector<Case> cases;
+  std::vector<Outcome> alone;
+  for (int j = 0; static_cast<int>(cases.size()) < kConcurrentCases && j < 50 * kConcurrentCases; ++j) {
+    std::optional<Case> c;
+    try {
+      c = t.info().generate(t.direction)(rc::Random(uint64_t{0x5eed} + static_cast<uint64_t>(j)), (j * 7) % 101).value();
+    } catch (const std::exception&) {
+      continue;  // a draw the generator gives up on
+    }
+    Outcome o = run_outcome(registry(), t.backend(), *c);
+    if (o.rejected()) continue;
+    cases.push_back(std::move(*c));
+    alone.push_back(std::move(o));
+  }
+  ASSERT_FALSE(cases.empty()) << "every generated case was rejected";
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  int64_t calls = 0;
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kConcurrentThreads; ++w)
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < kConcurrentRounds; ++round)
+        for (size_t k = 0; k < cases.size(); ++k) {
+          const size_t i = (k * (2 * static_cast<size_t>(w) + 1) + static_cast<size_t>(w) * 5) % cases.size();
+          std::string failure;
+          try {
+            const Outcome got = run_outcome(registry(), t.backend(), cases[i]);
+            if (got.rejected()) {
+              failure = "rejects (" + got.message + ") what it computes alone";
+            } else {
+              const Comparison cmp = compare_outputs(*got.outputs, *alone[i].outputs, {.strict_nan = true});
+              if (cmp.verdict != Verdict::kIdentical)
+                failure = format_comparison(cmp, t.title(), "beside other threads", "alone");
+            }
+          } catch (const std::exception& e) {
+            failure = std::string("throws: ") + e.what();
+          }
+          const std::lock_guard<std::mutex> lock(mutex);
+          ++calls;
+          if (!failure.empty() && failures.size() < 3)
+            failures.push_back("case " + std::to_string(i) + " (" + input_shapes(cases[i]) + "), thread " +
+                               std::to_string(w) + ": " + failure);
+        }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(calls, int64_t{kConcurrentThreads} * kConcurrentRounds * static_cast<int64_t>(cases.size()));
+  std::string all;
+  for (const std::string& f : failures) all += "\n  " + f;
+  EXPECT_TRUE(failures.empty()) << t.backend() << " from " << kConcurrentThreads << " threads at once:" << all;
+  RecordProperty("cases", static_cast<int>(cases.size()));
 }
 
 // --- error inputs: both sides reject with the class the op names ------------------------------------

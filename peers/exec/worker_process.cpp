@@ -266,4 +266,20 @@ void WorkerProcess::fault(const std::string& what) {
   throw DeviceFault(message);
 }
 
+WorkerOptions sanitized_worker(const std::string& compute_sanitizer, const std::string& tool,
+                               const std::vector<std::string>& worker_argv, double seconds) {
+  WorkerOptions options;
+  options.name = tool + " (compute-sanitizer)";
+  options.argv = {compute_sanitizer, "--tool", tool, "--error-exitcode", std::to_string(kSanitizerHazardExitStatus),
+                  "--print-limit", "20", "--log-file", "/dev/stderr"};
+  if (tool == "racecheck") options.argv.insert(options.argv.end(), {"--racecheck-report", "all"});
+  options.argv.insert(options.argv.end(), worker_argv.begin(), worker_argv.end());
+  options.environment.emplace_back("BITPARITY_CUDA_BUFFERS", "separate");
+  options.start_seconds = seconds;
+  options.request_seconds = seconds;
+  options.stderr_keep_bytes = 65536;
+  options.hazard_exit_status = kSanitizerHazardExitStatus;
+  return options;
+}
+
 }  // namespace bitparity::peers

@@ -80,4 +80,17 @@ class WorkerProcess {
   int starts_ = 0;
 };
 
+// What compute-sanitizer exits with when its tool reported an error (--error-exitcode).
+inline constexpr int kSanitizerHazardExitStatus = 86;
+
+// A worker that runs `worker_argv` under `compute_sanitizer --tool TOOL` (memcheck, racecheck,
+// synccheck, initcheck), as `bitparity --sanitizer TOOL` starts them: one case a process, the
+// tool's error exit status after the answer a SanitizerHazard (hazard_exit_status), the tool's
+// report on the worker's standard error (by default it writes to standard output, the protocol
+// channel), at most 20 reports a run, racecheck reporting warnings too, and a device buffer a
+// tensor (BITPARITY_CUDA_BUFFERS=separate, gpu/runtime.h) so that memcheck knows each tensor's
+// bounds. `seconds` bounds the start and each request.
+WorkerOptions sanitized_worker(const std::string& compute_sanitizer, const std::string& tool,
+                               const std::vector<std::string>& worker_argv, double seconds);
+
 }  // namespace bitparity::peers
