@@ -507,12 +507,19 @@ int resident_clusters(size_t shared_bytes) {
 template <bool kBuffered, bool kVector>
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = kBuffered ? static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) : 0;
-  check_cuda(cudaFuncSetAttribute(fused_backward_kernel<kBuffered, kVector>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(shared_bytes)),
-             "cross_entropy fused backward: cudaFuncSetAttribute");
   const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters<kBuffered, kVector>(shared_bytes));
-  fused_backward_kernel<kBuffered, kVector>
-      <<<static_cast<unsigned>(clusters * kSegments), kBackwardThreads, shared_bytes, stream>>>(a);
+  {
+    // The shared-memory limit is the kernel's, for the whole process: set and launched under one
+    // lock, so that another thread's smaller vocabulary cannot lower it between the two (the launch
+    // would fail with cudaErrorInvalidValue). The attribute is read when the launch is enqueued.
+    static std::mutex launch_mutex;
+    const std::lock_guard<std::mutex> lock(launch_mutex);
+    check_cuda(cudaFuncSetAttribute(fused_backward_kernel<kBuffered, kVector>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+               "cross_entropy fused backward: cudaFuncSetAttribute");
+    fused_backward_kernel<kBuffered, kVector>
+        <<<static_cast<unsigned>(clusters * kSegments), kBackwardThreads, shared_bytes, stream>>>(a);
+  }
   check_launch("cross_entropy fused backward", a.stream);
 }
 

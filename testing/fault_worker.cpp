@@ -39,8 +39,12 @@ int main(int argc, char** argv) {
   };
   const int status = bitparity::peers::serve_worker(registry, "ref", std::cin, std::cout, before_case);
   if (!hazard) return status;
-  std::cerr << "========= Error: Race reported between Write access at planted_reduce+0x90 (fault_worker)\n"
-               "=========     and Read access at planted_reduce+0xa0 (fault_worker) [4 hazards]\n"
+  // As compute-sanitizer's racecheck writes a report (CUDA 13), then its summary.
+  std::cerr << "========= Error: Potential RAW hazard detected at __shared__ 0x580 in block (0,0,0) :\n"
+               "=========     Write Thread (96,0,0) at planted_reduce+0xd0\n"
+               "=========     Read Thread (32,0,0) at planted_reduce+0x100\n"
+               "=========     Current Value : 0\n"
+               "========= \n"
                "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
             << std::endl;
   return 86;

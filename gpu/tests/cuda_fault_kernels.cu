@@ -42,8 +42,10 @@ void plant_cuda_fault(const std::string& mode) {
   } else if (mode == "race" || mode == "out_of_bounds") {
     float* in = nullptr;  // 128 floats
     float* out = nullptr;
-    bitparity::gpu::check_cuda(cudaMalloc(&in, 128 * sizeof(float)), "cuda_fault_worker: cudaMalloc");
+    // `out` first: the allocator places a later allocation right after an earlier one, and a read
+    // one past `in` that lands inside `out` is a read of live memory, which memcheck cannot flag.
     bitparity::gpu::check_cuda(cudaMalloc(&out, 128 * sizeof(float)), "cuda_fault_worker: cudaMalloc");
+    bitparity::gpu::check_cuda(cudaMalloc(&in, 128 * sizeof(float)), "cuda_fault_worker: cudaMalloc");
     bitparity::gpu::check_cuda(cudaMemset(in, 0, 128 * sizeof(float)), "cuda_fault_worker: cudaMemset");
     if (mode == "race") racy_neighbour_sum<<<1, 128>>>(out);
     else read_past_end<<<1, 1>>>(in, out, 128);

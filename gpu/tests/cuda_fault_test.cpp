@@ -108,7 +108,7 @@ TEST(CudaSanitizerCampaign, RecordsRacesAndInvalidAccessesAsFindings) {
   const std::string sanitizer = compute_sanitizer();
   if (sanitizer.empty()) GTEST_SKIP() << "no compute-sanitizer on PATH nor in /usr/local/cuda/bin";
   ASSERT_TRUE(fs::is_regular_file(worker_path())) << "no worker at " << worker_path();
-  for (const auto& [mode, tool, says] : {std::tuple{"race", "racecheck", "Race reported"},
+  for (const auto& [mode, tool, says] : {std::tuple{"race", "racecheck", "hazard detected"},
                                          std::tuple{"out_of_bounds", "memcheck", "Invalid __global__ read"}}) {
     SCOPED_TRACE(mode);
     Registry r = testing::make_fake_registry();

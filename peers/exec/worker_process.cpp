@@ -271,7 +271,7 @@ WorkerOptions sanitized_worker(const std::string& compute_sanitizer, const std::
   WorkerOptions options;
   options.name = tool + " (compute-sanitizer)";
   options.argv = {compute_sanitizer, "--tool", tool, "--error-exitcode", std::to_string(kSanitizerHazardExitStatus),
-                  "--print-limit", "20", "--log-file", "/dev/stderr"};
+                  "--print-limit", "20", "--show-backtrace", "device", "--log-file", "/dev/stderr"};
   if (tool == "racecheck") options.argv.insert(options.argv.end(), {"--racecheck-report", "all"});
   options.argv.insert(options.argv.end(), worker_argv.begin(), worker_argv.end());
   options.environment.emplace_back("BITPARITY_CUDA_BUFFERS", "separate");

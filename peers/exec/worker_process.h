@@ -87,7 +87,8 @@ inline constexpr int kSanitizerHazardExitStatus = 86;
 // synccheck, initcheck), as `bitparity --sanitizer TOOL` starts them: one case a process, the
 // tool's error exit status after the answer a SanitizerHazard (hazard_exit_status), the tool's
 // report on the worker's standard error (by default it writes to standard output, the protocol
-// channel), at most 20 reports a run, racecheck reporting warnings too, and a device buffer a
+// channel), at most 20 reports a run with device backtraces only (the host's is always the
+// worker's loop), racecheck reporting warnings too, and a device buffer a
 // tensor (BITPARITY_CUDA_BUFFERS=separate, gpu/runtime.h) so that memcheck knows each tensor's
 // bounds. `seconds` bounds the start and each request.
 WorkerOptions sanitized_worker(const std::string& compute_sanitizer, const std::string& tool,
