@@ -507,16 +507,17 @@ int resident_clusters(size_t shared_bytes) {
 template <bool kBuffered, bool kVector>
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = kBuffered ? static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) : 0;
-  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters<kBuffered, kVector>(shared_bytes));
   {
-    // The shared-memory limit is the kernel's, for the whole process: set and launched under one
-    // lock, so that another thread's smaller vocabulary cannot lower it between the two (the launch
-    // would fail with cudaErrorInvalidValue). The attribute is read when the launch is enqueued.
+    // The shared-memory limit is the kernel's, for the whole process, and both the occupancy query
+    // and the launch read it: set, asked and launched under one lock, so that another thread's
+    // smaller vocabulary cannot lower it in between (the launch would fail with
+    // cudaErrorInvalidValue, the query find no cluster). The launch reads it when enqueued.
     static std::mutex launch_mutex;
     const std::lock_guard<std::mutex> lock(launch_mutex);
     check_cuda(cudaFuncSetAttribute(fused_backward_kernel<kBuffered, kVector>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
                "cross_entropy fused backward: cudaFuncSetAttribute");
+    const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters<kBuffered, kVector>(shared_bytes));
     fused_backward_kernel<kBuffered, kVector>
         <<<static_cast<unsigned>(clusters * kSegments), kBackwardThreads, shared_bytes, stream>>>(a);
   }

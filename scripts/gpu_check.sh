@@ -309,8 +309,14 @@ print("compute-sanitizer memcheck: " + sanitizer("memcheck", r"^=+ (?:LEAK|ERROR
 print("compute-sanitizer racecheck: " + sanitizer("racecheck", r"^=+ (?:RACECHECK|ERROR) SUMMARY.*$"))
 
 bench_path = os.path.join(results, "bench.json")
+data = None
 if os.path.exists(bench_path):
-    data = json.load(open(bench_path))
+    try:
+        data = json.load(open(bench_path))
+    except ValueError as e:
+        # A kernel_bench stopped by PART_TIMEOUT leaves its JSON unfinished.
+        problems.append(f"benchmarks: bench.json is not complete JSON ({e}); see logs/bench.log")
+if data is not None:
     rows, launch_lines, errors = {}, [], []
     for b in data["benchmarks"]:
         name = b["name"]
