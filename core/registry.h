@@ -190,8 +190,8 @@ struct BackendKind {
   // Empty when the backend can run here; otherwise why not ("no CUDA device: ...").
   std::function<std::optional<std::string>()> unavailable_reason;
   // How many of this kind's calls may run at once from the threads of one process: 1 for a kind
-  // that holds one device context, one worker process or code we cannot vouch for (the default);
-  // N for a pool of N workers (`--devices N`); kAnyNumberOfCalls for the CPU reference.
+  // that holds one worker process or code we cannot vouch for (the default); N for a pool of N
+  // workers (`--devices N`); kAnyNumberOfCalls for the CPU reference and bitparity's CUDA kernels.
   int concurrent_calls = 1;
 };
 inline constexpr int kAnyNumberOfCalls = 0;
