@@ -43,13 +43,39 @@ Staging& thread_staging() {
   return staging;
 }
 
+// The calling thread's device memory for small cases: one pooled buffer, kept and grown (the old
+// one freed in the stream's order, after the work that used it), held by one CaseTensors at a time.
+class Arena {
+ public:
+  // Null when another CaseTensors of this thread holds it.
+  unsigned char* take(size_t bytes) {
+    if (held_) return nullptr;
+    if (bytes > buffer_.bytes()) buffer_ = DeviceBuffer(std::max(bytes, buffer_.bytes() * 2));
+    held_ = true;
+    return static_cast<unsigned char*>(buffer_.get());
+  }
+  void give_back() { held_ = false; }
+
+ private:
+  DeviceBuffer buffer_;
+  bool held_ = false;
+};
+
+Arena& thread_arena() {
+  thread_local Arena arena;
+  return arena;
+}
+
+// Outputs up to this size are filled in the staging memory and copied with the inputs; larger ones
+// by a cudaMemsetAsync on the device.
+constexpr size_t kFillWithInputsBytes = size_t{64} << 10;
+
 size_t meta_bytes(const TensorMeta& meta) {
   return static_cast<size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype);
 }
 
-DeviceTensor view_at(const DeviceBuffer& shared, size_t offset, DType dtype, const Shape& shape, size_t bytes) {
-  return {dtype, shape,
-          bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(static_cast<unsigned char*>(shared.get()) + offset, bytes)};
+DeviceTensor view_at(unsigned char* shared, size_t offset, DType dtype, const Shape& shape, size_t bytes) {
+  return {dtype, shape, bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(shared + offset, bytes)};
 }
 
 }  // namespace
@@ -59,48 +85,65 @@ CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int 
   for (const auto& [name, t] : inputs) total += aligned(t.nbytes());
   const size_t inputs_end = total;
   for (const auto& [name, meta] : metas) total += aligned(meta_bytes(meta));
-  if (buffer_mode() == BufferMode::kSeparate || total > kSharedCaseBytes || total == 0) {
+  if (buffer_mode() != BufferMode::kSeparate && total <= kSharedCaseBytes && total > 0)
+    shared_ = thread_arena().take(total);
+  if (!shared_) {
     inputs_ = upload(inputs);
     outputs_ = allocate(metas, fill_byte);
     return;
   }
-  shared_ = DeviceBuffer(total);
-  unsigned char* staging = thread_staging().at_least(total);
-  size_t offset = 0;
-  for (const auto& [name, t] : inputs) {
-    if (t.nbytes() > 0) std::memcpy(staging + offset, t.data(), t.nbytes());
-    inputs_.emplace(name, view_at(shared_, offset, t.dtype(), t.shape(), t.nbytes()));
-    offset += aligned(t.nbytes());
+  try {
+    unsigned char* staging = thread_staging().at_least(total);
+    size_t offset = 0;
+    for (const auto& [name, t] : inputs) {
+      if (t.nbytes() > 0) std::memcpy(staging + offset, t.data(), t.nbytes());
+      inputs_.emplace(name, view_at(shared_, offset, t.dtype(), t.shape(), t.nbytes()));
+      offset += aligned(t.nbytes());
+    }
+    outputs_begin_ = offset;
+    for (const auto& [name, meta] : metas) {
+      outputs_.emplace(name, view_at(shared_, offset, meta.dtype, meta.shape, meta_bytes(meta)));
+      offset += aligned(meta_bytes(meta));
+    }
+    outputs_end_ = offset;
+    const size_t fill_bytes = outputs_end_ - outputs_begin_;
+    const bool fill_on_host = fill_bytes <= kFillWithInputsBytes;
+    if (fill_on_host) std::memset(staging + outputs_begin_, fill_byte, fill_bytes);
+    const size_t copied = fill_on_host ? outputs_end_ : inputs_end;
+    if (copied > 0)
+      check_cuda(cudaMemcpyAsync(shared_, staging, copied, cudaMemcpyHostToDevice, cudaStreamPerThread),
+                 "cudaMemcpyAsync of a case's inputs");
+    if (!fill_on_host)
+      check_cuda(cudaMemsetAsync(shared_ + outputs_begin_, fill_byte, fill_bytes, cudaStreamPerThread),
+                 "cudaMemsetAsync of a case's outputs");
+  } catch (...) {
+    thread_arena().give_back();
+    throw;
   }
-  outputs_begin_ = offset;
-  for (const auto& [name, meta] : metas) {
-    outputs_.emplace(name, view_at(shared_, offset, meta.dtype, meta.shape, meta_bytes(meta)));
-    offset += aligned(meta_bytes(meta));
-  }
-  outputs_end_ = offset;
-  if (inputs_end > 0)
-    check_cuda(cudaMemcpyAsync(shared_.get(), staging, inputs_end, cudaMemcpyHostToDevice, cudaStreamPerThread),
-               "cudaMemcpyAsync of a case's inputs");
-  if (outputs_end_ > outputs_begin_)
-    check_cuda(cudaMemsetAsync(static_cast<unsigned char*>(shared_.get()) + outputs_begin_, fill_byte,
-                               outputs_end_ - outputs_begin_, cudaStreamPerThread),
-               "cudaMemsetAsync of a case's outputs");
+}
+
+CaseTensors::~CaseTensors() {
+  if (!shared_) return;
+  // The next case's copies reuse the staging memory, and its kernels the arena: both wait for this
+  // case's work (done already where its outputs were downloaded). No throw from a destructor.
+  if (!settled_) cudaStreamSynchronize(cudaStreamPerThread);
+  thread_arena().give_back();
 }
 
 TensorMap CaseTensors::download_outputs() const {
   if (!shared()) return download(outputs_);
   unsigned char* staging = thread_staging().at_least(outputs_end_);
   if (outputs_end_ > outputs_begin_)
-    check_cuda(cudaMemcpyAsync(staging + outputs_begin_, static_cast<const unsigned char*>(shared_.get()) + outputs_begin_,
-                               outputs_end_ - outputs_begin_, cudaMemcpyDeviceToHost, cudaStreamPerThread),
+    check_cuda(cudaMemcpyAsync(staging + outputs_begin_, shared_ + outputs_begin_, outputs_end_ - outputs_begin_,
+                               cudaMemcpyDeviceToHost, cudaStreamPerThread),
                "cudaMemcpyAsync of a case's outputs");
   check_cuda(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize after a case");
+  settled_ = true;
   TensorMap out;
   for (const auto& [name, t] : outputs_) {
     Tensor host(t.dtype, t.shape);
     if (host.nbytes() > 0) {
-      const size_t offset = static_cast<size_t>(static_cast<const unsigned char*>(t.data()) -
-                                                static_cast<const unsigned char*>(shared_.get()));
+      const size_t offset = static_cast<size_t>(static_cast<const unsigned char*>(t.data()) - shared_);
       std::memcpy(host.data(), staging + offset, host.nbytes());
     }
     out.emplace(name, std::move(host));

@@ -41,25 +41,31 @@ DeviceTensorMap clone(const DeviceTensorMap& device);
 
 // A case's tensors on the device, as kernel_impl makes them: the inputs uploaded, the outputs of
 // `metas` allocated and filled with `fill_byte`. A small case (at most kSharedCaseBytes in all)
-// shares one pooled allocation, each tensor on a 256-byte boundary, and moves in one copy each way
-// through the calling thread's pinned staging memory: a few CUDA calls a case instead of a few a
-// tensor. A larger case, or any case under BufferMode::kSeparate, gets a buffer a tensor. Used
-// and destroyed on the thread that made it.
+// lies in the calling thread's device arena (kept from case to case, grown when a case needs more),
+// each tensor on a 256-byte boundary, and moves through the thread's pinned staging memory in one
+// copy each way, the outputs' fill travelling with the inputs when it is small: two copies and a
+// synchronization a case, no allocation. A larger case, a case made while the thread's arena is
+// held by another, or any case under BufferMode::kSeparate, gets a buffer a tensor. Used and
+// destroyed on the thread that made it.
 class CaseTensors {
  public:
   static constexpr size_t kSharedCaseBytes = size_t{8} << 20;
 
   CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int fill_byte = kPoisonByte);
+  ~CaseTensors();
+  CaseTensors(const CaseTensors&) = delete;
+  CaseTensors& operator=(const CaseTensors&) = delete;
   const DeviceTensorMap& inputs() const { return inputs_; }
   const DeviceTensorMap& outputs() const { return outputs_; }
-  bool shared() const { return shared_.get() != nullptr; }
+  bool shared() const { return shared_ != nullptr; }
   // The outputs on the host, after the work enqueued on the calling thread's stream.
   TensorMap download_outputs() const;
 
  private:
-  DeviceBuffer shared_;  // the one allocation of a small case; empty otherwise
+  unsigned char* shared_ = nullptr;  // the thread's arena, held by this case; null otherwise
+  mutable bool settled_ = false;     // the thread's stream synchronized after this case's work
   size_t outputs_begin_ = 0, outputs_end_ = 0;  // the outputs' byte range in it
-  DeviceTensorMap inputs_, outputs_;  // views into shared_ for a small case
+  DeviceTensorMap inputs_, outputs_;  // views into the arena for a small case
 };
 
 // The tensor `name` of a map: `required` throws std::logic_error naming it when absent (validate

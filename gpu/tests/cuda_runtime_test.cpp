@@ -137,10 +137,10 @@ std::vector<uint8_t> bytes_of(const DeviceTensor& d) {
   return out;
 }
 
-// A small case's tensors share one allocation, each on its own 256-byte-aligned range that no
+// A small case's tensors share the thread's arena, each on its own 256-byte-aligned range that no
 // other overlaps; the inputs arrive with their bytes, the outputs poisoned, and download_outputs
-// gives back what a kernel wrote. A case over kSharedCaseBytes, or any case in the separate mode,
-// gets a buffer a tensor.
+// gives back what a kernel wrote. A case made while the arena is held, a case over
+// kSharedCaseBytes, or any case in the separate mode, gets a buffer a tensor.
 TEST(CudaRuntime, CaseTensorsShareOneAllocationOnlyForSmallCases) {
   if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
   set_buffer_mode(BufferMode::kPooled);
@@ -184,6 +184,15 @@ TEST(CudaRuntime, CaseTensorsShareOneAllocationOnlyForSmallCases) {
   EXPECT_EQ(std::count(poisoned, poisoned + out.at("out").nbytes(), kPoisonByte),
             static_cast<std::ptrdiff_t>(out.at("out").nbytes()));
 
+  {
+    const CaseTensors nested(inputs, metas);  // while `small` holds the arena
+    EXPECT_FALSE(nested.shared());
+    EXPECT_EQ(bytes_of(nested.inputs().at("a")), bytes_of(small.inputs().at("a")));
+    const TensorMap nested_out = nested.download_outputs();
+    const auto* fill = static_cast<const uint8_t*>(nested_out.at("out").data());
+    EXPECT_EQ(std::count(fill, fill + nested_out.at("out").nbytes(), kPoisonByte),
+              static_cast<std::ptrdiff_t>(nested_out.at("out").nbytes()));
+  }
   const TensorMap large_inputs = {{"x", Tensor(DType::kFP32, {int64_t(CaseTensors::kSharedCaseBytes / 4 + 1)})}};
   EXPECT_FALSE(CaseTensors(large_inputs, metas).shared());
   set_buffer_mode(BufferMode::kSeparate);
