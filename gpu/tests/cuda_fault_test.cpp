@@ -21,6 +21,7 @@
 #include "corpus/replay.h"
 #include "gpu/runtime.h"
 #include "peers/exec/exec_backend.h"
+#include "testing/fault_campaign.h"
 #include "testing/toy_op.h"
 
 namespace bitparity {
@@ -52,16 +53,9 @@ TEST(CudaFaultCampaign, SurvivesStickyErrorsAndHangsAndRecordsTheCase) {
     worker.argv = {worker_path(), mode};
     worker.request_seconds = hang ? 1.0 : 30.0;
     const auto backend = peers::add_exec_backend(r, "faulty", worker);
-    const fs::path dir = fs::temp_directory_path() / ("bitparity_cuda_fault_" + std::string(mode) + "_" +
-                                                      std::to_string(::getpid()));
-    fs::remove_all(dir);
-    campaign::CampaignOptions o;
-    o.budget_seconds = 600;
-    o.max_cases = 60;
-    o.seed = 5;
-    o.pairs = {{"faulty:strict", "ref:strict"}};
-    o.corpus_dir = dir;
-    o.max_shrink_calls = 20;  // each step starts a CUDA context; each hang costs the timeout
+    // Each shrink step starts a CUDA context; each hang costs the timeout.
+    campaign::CampaignOptions o = testing::toy_fault_campaign("faulty", "cuda_fault_" + std::string(mode), 60, 5, 20);
+    const fs::path dir = o.corpus_dir;
     const reports::Report report = campaign::run_campaign(r, o);
     ASSERT_EQ(report.counts.size(), 1u);
     const reports::PairCounts& counts = report.counts.at(0);
@@ -114,16 +108,9 @@ TEST(CudaSanitizerCampaign, RecordsRacesAndInvalidAccessesAsFindings) {
     Registry r = testing::make_fake_registry();
     // The options `bitparity --sanitizer TOOL` runs its workers with.
     peers::add_exec_backend(r, tool, peers::sanitized_worker(sanitizer, tool, {worker_path(), mode}, 60));
-    const fs::path dir = fs::temp_directory_path() / ("bitparity_cuda_hazard_" + std::string(mode) + "_" +
-                                                      std::to_string(::getpid()));
-    fs::remove_all(dir);
-    campaign::CampaignOptions o;
-    o.budget_seconds = 600;
-    o.max_cases = 24;
-    o.seed = 11;
-    o.pairs = {{std::string(tool) + ":strict", "ref:strict"}};
-    o.corpus_dir = dir;
-    o.max_shrink_calls = 6;  // each call a process under the sanitizer
+    // Each shrink call a process under the sanitizer.
+    campaign::CampaignOptions o = testing::toy_fault_campaign(tool, "cuda_hazard_" + std::string(mode), 24, 11, 6);
+    const fs::path dir = o.corpus_dir;
     const reports::Report report = campaign::run_campaign(r, o);
     ASSERT_EQ(report.counts.size(), 1u);
     const reports::PairCounts& counts = report.counts.at(0);

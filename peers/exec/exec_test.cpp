@@ -19,6 +19,7 @@
 #include "corpus/replay.h"
 #include "peers/exec/exec_backend.h"
 #include "peers/exec/serve.h"
+#include "testing/fault_campaign.h"
 #include "testing/toy_op.h"
 
 namespace bitparity::peers {
@@ -250,16 +251,10 @@ TEST(ExecCampaign, SurvivesAFaultingWorkerAndRecordsTheCase) {
     SCOPED_TRACE(mode);
     Registry r = testing::make_fake_registry();
     const auto worker = add_exec_backend(r, "faulty", fault_worker(mode, 0.5));
-    const fs::path dir = fs::temp_directory_path() /
-                         ("bitparity_exec_campaign_" + std::string(mode) + "_" + std::to_string(::getpid()));
-    fs::remove_all(dir);
-    campaign::CampaignOptions o;
-    o.budget_seconds = 600;
-    o.max_cases = 150;
-    o.seed = 11;
-    o.pairs = {{"faulty:strict", "ref:strict"}};
-    o.corpus_dir = dir;
-    o.max_shrink_calls = std::string(mode) == "hang" ? 40 : 500;  // each hang costs the timeout
+    // Each hang costs the timeout.
+    campaign::CampaignOptions o = testing::toy_fault_campaign("faulty", "exec_campaign_" + std::string(mode), 150, 11,
+                                                              std::string(mode) == "hang" ? 40 : 500);
+    const fs::path dir = o.corpus_dir;
     const reports::Report report = campaign::run_campaign(r, o);
     ASSERT_EQ(report.counts.size(), 1u);
     const reports::PairCounts& counts = report.counts.at(0);
@@ -293,15 +288,8 @@ TEST(ExecCampaign, RecordsSanitizerHazardsShrunk) {
   WorkerOptions o = fault_worker("hazard");
   o.hazard_exit_status = 86;
   add_exec_backend(r, "racecheck", o);
-  const fs::path dir = fs::temp_directory_path() / ("bitparity_exec_hazard_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  campaign::CampaignOptions c;
-  c.budget_seconds = 600;
-  c.max_cases = 60;
-  c.seed = 11;
-  c.pairs = {{"racecheck:strict", "ref:strict"}};
-  c.corpus_dir = dir;
-  c.max_shrink_calls = 300;
+  const campaign::CampaignOptions c = testing::toy_fault_campaign("racecheck", "exec_hazard", 60, 11, 300);
+  const fs::path dir = c.corpus_dir;
   const reports::Report report = campaign::run_campaign(r, c);
   ASSERT_EQ(report.counts.size(), 1u);
   const reports::PairCounts& counts = report.counts.at(0);
