@@ -130,6 +130,22 @@ TEST(FixedOrderDot, EmptyKAndStrides) {
   EXPECT_EQ(fixed_order_dot(row.data(), 1, column_major_b.data(), 2, 2), 0x40200000u);  // 1 + 1.5 = 2.5
 }
 
+// K = 0 with several columns: every output is +0, and no offset is taken from the operands' data,
+// which holds no element (null): UBSan (asan and fuzz presets) flags `b.data() + n` there. Found by
+// a long case_fuzzer run through expert_mlp, whose weight-gradient GEMMs have K = 0 for an expert
+// without tokens (fuzz/seeds/case_fuzzer/expert_mlp_empty_k).
+TEST(GemmReference, EmptyKGivesPositiveZerosWithoutTouchingTheOperands) {
+  Case c;
+  c.op = "gemm";
+  c.direction = Direction::kForward;
+  c.inputs["a"] = Tensor(DType::kBF16, {3, 0});
+  c.inputs["b"] = Tensor(DType::kBF16, {0, 4});
+  const Registry& r = builtin_registry();
+  const TensorMap out = (*r.impl("gemm", "ref:fixed_order"))(c, *r.op("gemm")->contract("fixed_order"));
+  ASSERT_EQ(out.at("out").shape(), (Shape{3, 4}));
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(out.at("out").bits(i), 0x0000u) << i;
+}
+
 TEST(GemmReference, OutputsRoundTheAccumulatorToBf16Once) {
   // a = [[1, 3, 0], [1, 1, 1]], b = [[1], [2^-25], [0]]: both accumulators are 1 + (3 or 1) * 2^-25
   // toward zero, 1.0f, so bf16 1 (0x3F80).
