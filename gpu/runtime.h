@@ -52,7 +52,8 @@ void set_checked_launches(bool on);
 // How device memory is taken. kPooled (the default): stream-ordered, cudaMallocAsync from the
 // device's default pool, which keeps freed memory for the next buffer, and cudaFreeAsync, neither
 // of which waits for the device (cudaFree waits for every stream of the process, which would
-// serialize a campaign's threads); a small case's tensors share one allocation (kernel_impl).
+// serialize a campaign's threads); a small case's tensors lie in the thread's device arena
+// (CaseTensors, gpu/common/device_tensor.h).
 // kSeparate (BITPARITY_CUDA_BUFFERS=separate in the environment; the --sanitizer workers and
 // scripts/gpu_check.sh's sanitizer runs set it): cudaMalloc and cudaFree, one allocation a tensor,
 // so that compute-sanitizer's memcheck knows each tensor's bounds and flags a read one past its end.

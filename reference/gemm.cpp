@@ -161,11 +161,10 @@ TensorMap fixed_order(const Case& c, const ContractInfo&) {
   Tensor out(DType::kBF16, {M, N});
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      // At K = 0 the operands hold no element and their data may be null: no offset is taken
-      // from it (the sum of no products is read from neither).
-      const uint16_t* row = K > 0 ? ap + m * K : ap;
+      // At K = 0, b holds no element and its data may be null: no offset n is taken from it (a's
+      // offset m * K is then 0).
       const uint16_t* column = K > 0 ? bp + n : bp;
-      out.set_f32(m * N + n, f32_from_bits(fixed_order_dot(row, 1, column, N, K)));
+      out.set_f32(m * N + n, f32_from_bits(fixed_order_dot(ap + m * K, 1, column, N, K)));
     }
   return {{"out", out}};
 }

@@ -179,8 +179,7 @@ TensorMap download(const DeviceTensorMap& device) {
 }
 
 DeviceTensor allocate(const TensorMeta& meta, int fill_byte) {
-  DeviceTensor d{meta.dtype, meta.shape,
-                 DeviceBuffer(static_cast<size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype))};
+  DeviceTensor d{meta.dtype, meta.shape, DeviceBuffer(meta_bytes(meta))};
   d.buffer.fill_bytes(fill_byte);
   return d;
 }
