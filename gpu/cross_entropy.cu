@@ -6,8 +6,8 @@
 // order. The eager kernels read a row twice (its max, then its sum; the backward a third time for
 // the outputs), as PyTorch's do. The fused forward reads each logit once, one row a block walking all
 // eight segments at once; the fused backward also reads each logit once from HBM: a cluster of 8
-// blocks takes a row, each block keeping its segment in shared memory for the output pass, two
-// blocks an SM.
+// blocks takes a row, each block keeping its segment in shared memory for the output pass, the
+// segments brought by the bulk copy engine a row ahead where V % 4 == 0.
 
 // Every rounding is an explicit __f*_rn intrinsic, so that nvcc's contraction (--fmad=true) fuses
 // nothing the contracts round twice; expf and logf are libdevice's (no fast math), as in ATen.
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 
 #include <cooperative_groups.h>
@@ -192,6 +193,27 @@ __device__ __forceinline__ void online_add(Online& o, float x) {
   o.m = up ? x : o.m;
 }
 
+// The same, both candidate sums computed and one selected in PTX (m - x is -(x - m) exactly), so
+// that an element costs two selects, not the branch the compiler emits for the conditional: fewer
+// instructions where the logits come from shared memory (the backward), more registers (the
+// forward keeps the branch, within 32 registers).
+__device__ __forceinline__ void online_add_selected(Online& o, float x) {
+  const bool up = x > o.m;
+  const float diff = __fsub_rn(x, o.m);
+  const float e = expf(up ? -diff : diff);
+  const float rescaled = __fmaf_rn(o.s, e, 1.0f), added = __fadd_rn(o.s, e);
+  float s;
+  asm("{ .reg .pred up, ninf; .reg .f32 kept;\n\t"
+      "setp.gt.f32 up, %1, %2;\n\t"
+      "setp.eq.f32 ninf, %1, 0fFF800000;\n\t"
+      "selp.f32 kept, %3, %4, ninf;\n\t"
+      "selp.f32 %0, %5, kept, up; }"
+      : "=f"(s)
+      : "f"(x), "f"(o.m), "f"(o.s), "f"(added), "f"(rescaled));
+  o.s = s;
+  o.m = up ? x : o.m;
+}
+
 __device__ __forceinline__ Online combine(Online a, Online b) {
   if (b.m > a.m) return {b.m, __fmaf_rn(a.s, expf(__fsub_rn(a.m, b.m)), b.s)};
   if (b.m == -INFINITY) return a;
@@ -317,6 +339,8 @@ __global__ void __launch_bounds__(kBlock) fused_forward_kernel(CrossEntropy a) {
 
 // --- fused backward: one row a cluster, a segment a block, rows in turn --------------------------
 // Block s of a cluster owns segment s of every row the cluster takes (rows c, c + clusters, ...).
+// This kernel's threads load the logits: it runs where the bulk-copy kernel below cannot (V % 4 != 0,
+// or a segment wider than shared memory holds).
 // 256 threads a segment; thread q holds the 4 consecutive lanes 4q, ..., 4q + 3, so that a step of
 // its walk is one 4-vector (where V % 4 == 0 and the rows are 16-byte aligned; 4 scalars elsewhere).
 // Buffered (S floats fit in shared memory), the walk also stores what it loads into one buffer, and
@@ -340,20 +364,22 @@ __device__ __forceinline__ void load_step(float (&v)[kBackwardLanes], const floa
   }
 }
 
-// A segment's halving tree over lanes 4q + j: the levels whose partner is another thread (h >= 4:
-// thread q + h / 4, the same j) through shared memory down to 32 threads, then warp 0's shuffles, then
-// the two levels inside thread 0 (h = 2, 1). Valid in thread 0; every thread calls it.
-__device__ Online backward_segment_tree(Online (&o)[kBackwardLanes], float (*sm_m)[kBackwardThreads],
-                                        float (*sm_s)[kBackwardThreads]) {
+// A segment's halving tree over its 1024 lanes, thread q of kThreads holding the kL consecutive
+// lanes kL q + j: the levels whose partner is another thread (h >= kL: thread q + h / kL, the same j)
+// through shared memory down to 32 threads, then warp 0's shuffles, then the levels inside thread 0
+// (h = kL / 2, ..., 1). Valid in thread 0; every thread calls it.
+template <int kL, int kThreads>
+__device__ Online lanes_tree(Online (&o)[kL], float (*sm_m)[kThreads], float (*sm_s)[kThreads]) {
+  static_assert(kL * kThreads == kSegmentLanes && kThreads >= 64);
   const int q = threadIdx.x;
 #pragma unroll
-  for (int j = 0; j < kBackwardLanes; ++j) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
+  for (int j = 0; j < kL; ++j) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
   __syncthreads();
 #pragma unroll
-  for (int d = kBackwardThreads / 2; d >= 32; d >>= 1) {
+  for (int d = kThreads / 2; d >= 32; d >>= 1) {
     if (q < d) {
 #pragma unroll
-      for (int j = 0; j < kBackwardLanes; ++j) {
+      for (int j = 0; j < kL; ++j) {
         o[j] = combine(o[j], {sm_m[j][q + d], sm_s[j][q + d]});
         if (d > 32) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
       }
@@ -364,14 +390,56 @@ __device__ Online backward_segment_tree(Online (&o)[kBackwardLanes], float (*sm_
 #pragma unroll
     for (int d = 16; d >= 1; d >>= 1)
 #pragma unroll
-      for (int j = 0; j < kBackwardLanes; ++j) {
+      for (int j = 0; j < kL; ++j) {
         const Online other{__shfl_down_sync(0xffffffffu, o[j].m, d), __shfl_down_sync(0xffffffffu, o[j].s, d)};
         o[j] = combine(o[j], other);
       }
   }
-  o[0] = combine(o[0], o[2]);
-  o[1] = combine(o[1], o[3]);
-  return combine(o[0], o[1]);
+#pragma unroll
+  for (int h = kL / 2; h >= 1; h >>= 1)
+#pragma unroll
+    for (int j = 0; j < h; ++j) o[j] = combine(o[j], o[j + h]);
+  return o[0];
+}
+
+// The row's m and L from the 8 segments' results, part[] of each block of the cluster: their
+// halving tree (h = 4, 2, 1) in warp 0's lanes 0..7 (only warp 0 calls it); lane 0 writes m and
+// logf(s).
+__device__ __forceinline__ void cluster_segments_tree(const cooperative_groups::cluster_group& cluster, Online* part,
+                                                      float& row_m, float& row_L) {
+  const int q = threadIdx.x;
+  Online b = q < kSegments ? *cluster.map_shared_rank(part, q) : Online{-INFINITY, 0.0f};
+#pragma unroll
+  for (int h = kSegments / 2; h >= 1; h >>= 1) {
+    const Online other{__shfl_down_sync(0xffffffffu, b.m, h), __shfl_down_sync(0xffffffffu, b.s, h)};
+    if (q < h) b = combine(b, other);
+  }
+  if (q == 0) row_m = b.m, row_L = logf(b.s);
+}
+
+// One row's gradient: d_j = fma(-expf((x_j - m) - L), G, [j == t] gO_t), gO_t = -g (0 where ignored),
+// G = +0 + gO_t. label_at is the label's offset from the caller's first element (-1 where ignored).
+struct RowGrad {
+  float m, L, gO_t, G;
+  int64_t label_at;
+};
+
+__device__ __forceinline__ RowGrad row_grad(int64_t label, float g, int64_t ignore_index, float m, float L,
+                                            int64_t first) {
+  const bool ignored = label == ignore_index;
+  const float gO_t = ignored ? 0.0f : __fmul_rn(-1.0f, g);
+  const float G = ignored ? 0.0f : __fadd_rn(0.0f, gO_t);  // +0 + gO_t: a -0 becomes +0, at V = 1 too
+  return {m, L, gO_t, G, ignored ? -1 : label - first};
+}
+
+__device__ __forceinline__ RowGrad row_grad(const CrossEntropy& a, int64_t row, float m, float L, int64_t first) {
+  return row_grad(static_cast<const int64_t*>(a.labels)[row], static_cast<const float*>(a.g)[row], a.ignore_index, m,
+                  L, first);
+}
+
+__device__ __forceinline__ float grad_at(const RowGrad& r, float x, int64_t at) {
+  const float e = expf(__fsub_rn(__fsub_rn(x, r.m), r.L));
+  return __fmaf_rn(-e, r.G, r.label_at == at ? r.gO_t : 0.0f);
 }
 
 template <bool kBuffered, bool kVector>
@@ -430,26 +498,13 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBackwardThr
       for (int j = 0; j < kBackwardLanes; ++j)
         if (j < rest) online_add(o[j], v[j]);
     }
-    const Online r = backward_segment_tree(o, sm_m, sm_s);
+    const Online r = lanes_tree<kBackwardLanes, kBackwardThreads>(o, sm_m, sm_s);
     if (q == 0) part[parity] = r;
     cluster.sync();  // every segment's result of this row is written
-    if (q < 32) {    // the 8 segments' halving tree (h = 4, 2, 1) in warp 0's lanes 0..7
-      Online b = q < kSegments ? *cluster.map_shared_rank(&part[parity], q) : Online{-INFINITY, 0.0f};
-#pragma unroll
-      for (int h = kSegments / 2; h >= 1; h >>= 1) {
-        const Online other{__shfl_down_sync(0xffffffffu, b.m, h), __shfl_down_sync(0xffffffffu, b.s, h)};
-        if (q < h) b = combine(b, other);
-      }
-      if (q == 0) row_m = b.m, row_L = logf(b.s);
-    }
+    if (q < 32) cluster_segments_tree(cluster, &part[parity], row_m, row_L);
     __syncthreads();
-    const float m = row_m, L = row_L;
-    const int64_t label = static_cast<const int64_t*>(a.labels)[row];
-    const bool ignored = label == a.ignore_index;
-    const float gO_t = ignored ? 0.0f : __fmul_rn(-1.0f, static_cast<const float*>(a.g)[row]);
-    const float G = ignored ? 0.0f : __fadd_rn(0.0f, gO_t);  // +0 + gO_t: a -0 becomes +0, at V = 1 too
+    const RowGrad rg = row_grad(a, row, row_m, row_L, begin + first_lane);
     float* d = static_cast<float*>(a.d_logits) + row * V + begin + first_lane;
-    const int64_t label_at = ignored ? -1 : label - begin - first_lane;  // the label's offset from d
     const int64_t rest = size - steps * kSegmentLanes - first_lane;      // lanes of the partial step
     for (int64_t k = 0; k < walked; ++k) {
       float v[kBackwardLanes];
@@ -464,11 +519,7 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBackwardThr
       }
       float out[kBackwardLanes];
 #pragma unroll
-      for (int j = 0; j < kBackwardLanes; ++j) {
-        const float e = expf(__fsub_rn(__fsub_rn(v[j], m), L));
-        const float gO = label_at == k * kSegmentLanes + j ? gO_t : 0.0f;
-        out[j] = __fmaf_rn(-e, G, gO);
-      }
+      for (int j = 0; j < kBackwardLanes; ++j) out[j] = grad_at(rg, v[j], k * kSegmentLanes + j);
       float* at = d + k * kSegmentLanes;
       if (kVector) {
         __stcs(reinterpret_cast<float4*>(at), make_float4(out[0], out[1], out[2], out[3]));
@@ -482,57 +533,239 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBackwardThr
   cluster.sync();  // no block leaves while another may still read its part
 }
 
-// Clusters of the backward that are resident at once: the persistent grid. Asked once per device,
-// kernel and shared-memory size (the occupancy query costs more than a launch).
-template <bool kBuffered, bool kVector>
-int resident_clusters(size_t shared_bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, size_t>, int> known;
+// --- fused backward through the bulk copy engine: V % 4 == 0, a segment on chip ------------------
+// The same rows, clusters and trees as above, but no thread loads a logit from global memory: thread
+// 0 hands the row's segment (size * 4 bytes, 16-byte aligned as V % 4 == 0) to the bulk copy engine
+// (cp.async.bulk into shared memory) in kChunks runs, each completing on its own mbarrier, and hands
+// each run back for the next row as soon as the output pass has read it, so that the next row
+// arrives during this one's output pass and the other block's arithmetic (two blocks an SM). Thread
+// q of kThreads holds the kL = 1024 / kThreads consecutive lanes kL q + j, reading them from shared
+// memory as one vector. The row's label and g are read before the walk; the label's element is
+// written again by its thread after the output pass, so that the pass itself compares nothing.
+// Measured on the H200 (bench/NOTES.md, 2026-12-04): 70 % of the copy at N 8192, V 151552, against
+// 45 % for the kernel whose threads load the logits.
+
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Thread 0: the barrier expects `bytes` and the copy engine brings them (no copy for an empty
+// segment; the arrival alone completes the phase).
+__device__ __forceinline__ void bulk_load(float* dst, const float* src, uint32_t bytes, uint64_t* barrier) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
+               : "memory");
+  if (bytes > 0)
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     shared_address(dst)),
+                 "l"(src), "r"(bytes), "r"(shared_address(barrier))
+                 : "memory");
+}
+
+__device__ __forceinline__ void wait_parity(uint64_t* barrier, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(shared_address(barrier)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
+template <int kL>
+__device__ __forceinline__ void shared_lanes(float (&v)[kL], const float* at) {
+  if constexpr (kL == 4) {
+    const float4 w = *reinterpret_cast<const float4*>(at);
+    v[0] = w.x, v[1] = w.y, v[2] = w.z, v[3] = w.w;
+  } else if constexpr (kL == 2) {
+    const float2 w = *reinterpret_cast<const float2*>(at);
+    v[0] = w.x, v[1] = w.y;
+  } else {
+    v[0] = *at;
+  }
+}
+
+template <int kL>
+__device__ __forceinline__ void store_lanes(float* at, const float (&v)[kL]) {
+  if constexpr (kL == 4) {
+    __stcs(reinterpret_cast<float4*>(at), make_float4(v[0], v[1], v[2], v[3]));
+  } else if constexpr (kL == 2) {
+    __stcs(reinterpret_cast<float2*>(at), make_float2(v[0], v[1]));
+  } else {
+    __stcs(at, v[0]);
+  }
+}
+
+template <int kThreads, int kChunks>
+__global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
+    fused_backward_bulk_kernel(CrossEntropy a) {
+  constexpr int kL = kSegmentLanes / kThreads;
+  extern __shared__ float4 staged[];  // the segment: S floats
+  __shared__ float sm_m[kL][kThreads];
+  __shared__ float sm_s[kL][kThreads];
+  __shared__ uint64_t full[kChunks];
+  __shared__ Online part[2];
+  __shared__ float row_m, row_L;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int q = threadIdx.x, first_lane = kL * q;
+  const int seg = static_cast<int>(cluster.block_rank());
+  const int64_t V = a.vocab, S = fused_segment_span(V), N = a.rows;
+  const int64_t begin = seg * S, size = V - begin < S ? (V > begin ? V - begin : 0) : S;
+  // Every lane of a step is in or out of the partial last one (size % 4 == 0, kL divides 4).
+  const int walked = static_cast<int>(size / kSegmentLanes) + (first_lane < size % kSegmentLanes ? 1 : 0);
+  // The buffer is filled and released in kChunks runs of `per` steps, each completing on its own
+  // barrier: once every thread has read a run in the output pass, thread 0 hands it to the copy
+  // engine for the next row, so that the next row arrives during this one's output pass.
+  const int steps = static_cast<int>((size + kSegmentLanes - 1) / kSegmentLanes);
+  const int per = (steps + kChunks - 1) / kChunks;
+  const int64_t first_row = blockIdx.x / kSegments, clusters = gridDim.x / kSegments;
+  const float* logits = static_cast<const float*>(a.logits);
+  float* const buffer0 = reinterpret_cast<float*>(staged);
+  auto load = [&](int c, int64_t row) {  // run c of `row`'s segment
+    const int64_t from = int64_t{c} * per * kSegmentLanes;
+    const int64_t to = ::min(from + int64_t{per} * kSegmentLanes, size);
+    bulk_load(buffer0 + from, logits + row * V + begin + from,
+              static_cast<uint32_t>(to > from ? (to - from) * sizeof(float) : 0), &full[c]);
+  };
+  if (q == 0) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[c])) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if (first_row < N)
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) load(c, first_row);
+  }
+  __syncthreads();
+  const float* buffer = buffer0 + first_lane;  // step i at buffer + 1024 i
+  int64_t it = 0;
+  for (int64_t row = first_row; row < N; row += clusters, ++it) {
+    const int parity = static_cast<int>(it & 1);
+    // The row's label and g, asked for now so that their latency passes during the walk.
+    const int64_t label = static_cast<const int64_t*>(a.labels)[row];
+    const float g = static_cast<const float*>(a.g)[row];
+    Online o[kL];
+#pragma unroll
+    for (int j = 0; j < kL; ++j) o[j] = {-INFINITY, 0.0f};
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      wait_parity(&full[c], static_cast<uint32_t>(parity));
+      const int end = ::min(walked, (c + 1) * per);
+#pragma unroll 4
+      for (int i = c * per; i < end; ++i) {
+        float v[kL];
+        shared_lanes<kL>(v, buffer + i * kSegmentLanes);
+#pragma unroll
+        for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
+      }
+    }
+    const Online r = lanes_tree<kL, kThreads>(o, sm_m, sm_s);
+    if (q == 0) part[parity] = r;
+    cluster.sync();  // every segment's result of this row is written
+    if (q < 32) cluster_segments_tree(cluster, &part[parity], row_m, row_L);
+    __syncthreads();
+    // Every element as if off the label (gO = 0); the thread holding the label's lane writes it
+    // again afterwards, with gO_t (its own later store: the value that stays). Its logit is read
+    // before the buffer is handed back.
+    const RowGrad rg = row_grad(label, g, a.ignore_index, row_m, row_L, begin);
+    const bool holds_label = rg.label_at >= 0 && rg.label_at < size && rg.label_at % kSegmentLanes / kL == q;
+    const float x_label = holds_label ? buffer0[rg.label_at] : 0.0f;
+    float* d = static_cast<float*>(a.d_logits) + row * V + begin + first_lane;
+    const int64_t next = row + clusters;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int end = ::min(walked, (c + 1) * per);
+#pragma unroll 4
+      for (int i = c * per; i < end; ++i) {
+        float v[kL];
+        shared_lanes<kL>(v, buffer + i * kSegmentLanes);
+#pragma unroll
+        for (int j = 0; j < kL; ++j) v[j] = __fmaf_rn(-expf(__fsub_rn(__fsub_rn(v[j], rg.m), rg.L)), rg.G, 0.0f);
+        store_lanes<kL>(d + i * kSegmentLanes, v);
+      }
+      __syncthreads();  // run c is read: the copy engine may refill it
+      if (q == 0 && next < N) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        load(c, next);
+      }
+    }
+    if (holds_label) d[rg.label_at - first_lane] = grad_at(rg, x_label, rg.label_at);
+  }
+  cluster.sync();  // no block leaves while another may still read its part
+}
+
+// Clusters of a fused backward kernel that are resident at once: its persistent grid. Asked once per
+// device, kernel and shared-memory size (the occupancy query costs more than a launch). The caller
+// holds the lock under which the kernel's shared-memory limit was set.
+template <typename Kernel>
+int resident_clusters(Kernel kernel, int threads, size_t shared_bytes) {
+  static std::map<std::tuple<int, const void*, size_t>, int> known;
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cross_entropy fused backward: cudaGetDevice");
-  const std::lock_guard<std::mutex> lock(mutex);
-  if (const auto it = known.find({device, shared_bytes}); it != known.end()) return it->second;
+  const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), shared_bytes);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(kSegments * 1024, 1, 1);
-  config.blockDim = dim3(kBackwardThreads, 1, 1);
+  config.blockDim = dim3(threads, 1, 1);
   config.dynamicSmemBytes = shared_bytes;
   int clusters = 0;
-  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, fused_backward_kernel<kBuffered, kVector>, &config),
+  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config),
              "cross_entropy fused backward: cudaOccupancyMaxActiveClusters");
   if (clusters < 1) throw CudaError(cudaErrorInvalidConfiguration, "cross_entropy fused backward: no cluster of 8 fits");
-  known[{device, shared_bytes}] = clusters;
+  known[key] = clusters;
   return clusters;
+}
+
+// A persistent launch of `kernel`: as many clusters as are resident, at most one a row.
+template <typename Kernel>
+void launch_persistent(Kernel kernel, int threads, size_t shared_bytes, const CrossEntropy& a, cudaStream_t stream) {
+  // The shared-memory limit is the kernel's, for the whole process, and both the occupancy query
+  // and the launch read it: set, asked and launched under one lock, so that another thread's
+  // smaller vocabulary cannot lower it in between (the launch would fail with
+  // cudaErrorInvalidValue, the query find no cluster). The launch reads it when enqueued.
+  static std::mutex launch_mutex;
+  const std::lock_guard<std::mutex> lock(launch_mutex);
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+             "cross_entropy fused backward: cudaFuncSetAttribute");
+  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters(kernel, threads, shared_bytes));
+  kernel<<<static_cast<unsigned>(clusters * kSegments), threads, shared_bytes, stream>>>(a);
+  check_launch("cross_entropy fused backward", a.stream);
 }
 
 template <bool kBuffered, bool kVector>
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = kBuffered ? static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) : 0;
-  {
-    // The shared-memory limit is the kernel's, for the whole process, and both the occupancy query
-    // and the launch read it: set, asked and launched under one lock, so that another thread's
-    // smaller vocabulary cannot lower it in between (the launch would fail with
-    // cudaErrorInvalidValue, the query find no cluster). The launch reads it when enqueued.
-    static std::mutex launch_mutex;
-    const std::lock_guard<std::mutex> lock(launch_mutex);
-    check_cuda(cudaFuncSetAttribute(fused_backward_kernel<kBuffered, kVector>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-               "cross_entropy fused backward: cudaFuncSetAttribute");
-    const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters<kBuffered, kVector>(shared_bytes));
-    fused_backward_kernel<kBuffered, kVector>
-        <<<static_cast<unsigned>(clusters * kSegments), kBackwardThreads, shared_bytes, stream>>>(a);
-  }
-  check_launch("cross_entropy fused backward", a.stream);
+  launch_persistent(fused_backward_kernel<kBuffered, kVector>, kBackwardThreads, shared_bytes, a, stream);
 }
 
-template <bool kBuffered>
+template <int kThreads, int kChunks>
+void launch_fused_backward_bulk(const CrossEntropy& a, cudaStream_t stream) {
+  const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float);
+  launch_persistent(fused_backward_bulk_kernel<kThreads, kChunks>, kThreads, shared_bytes, a, stream);
+}
+
+// The fused backward's kernels. The bulk-copy kernel where V % 4 == 0, the rows are 16-byte aligned
+// and a segment fits on chip; else the kernel whose threads load the logits (4-vectors where
+// aligned). The ILP knob picks the bulk kernel's shape for the benchmarks (bench/NOTES.md): 1 (and
+// the default), 512 threads refilling their buffer in 4 runs; 2, in 8 runs; 4, 256 threads, 4 runs.
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
-  // 4-vectors where every row and every segment starts on a 16-byte boundary.
+  const bool buffered = fused_segment_span(a.vocab) <= kFusedBufferedMaxSpan;
   const bool vector = a.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(a.d_logits) % 16 == 0;
-  if (vector) {
-    launch_fused_backward<kBuffered, true>(a, stream);
+  if (buffered && vector) {
+    if (a.ilp == 2) {
+      launch_fused_backward_bulk<512, 8>(a, stream);
+    } else if (a.ilp == 4) {
+      launch_fused_backward_bulk<256, 4>(a, stream);
+    } else {
+      launch_fused_backward_bulk<512, 4>(a, stream);
+    }
+  } else if (buffered) {
+    launch_fused_backward<true, false>(a, stream);
   } else {
-    launch_fused_backward<kBuffered, false>(a, stream);
+    vector ? launch_fused_backward<false, true>(a, stream) : launch_fused_backward<false, false>(a, stream);
   }
 }
 
@@ -552,10 +785,8 @@ void launch_cross_entropy(const CrossEntropy& a) {
     if (!a.backward) {
       fused_forward_kernel<<<rows, kBlock, 0, stream>>>(a);
       check_launch("cross_entropy fused forward", a.stream);
-    } else if (fused_segment_span(a.vocab) <= kFusedBufferedMaxSpan) {
-      launch_fused_backward<true>(a, stream);
     } else {
-      launch_fused_backward<false>(a, stream);
+      launch_fused_backward(a, stream);
     }
     return;
   }

@@ -53,6 +53,7 @@ struct CrossEntropy {
   void* loss = nullptr;          // [N] fp32 (forward)
   void* d_logits = nullptr;      // [N, V] fp32 (backward)
   void* stream = nullptr;
+  int ilp = 0;  // the fused backward's kernel (gpu/common/ilp.h's knob; 0: the default)
 };
 void launch_cross_entropy(const CrossEntropy& args);
 

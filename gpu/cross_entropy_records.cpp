@@ -51,6 +51,7 @@ BoundLaunch bind(const KernelArgs& k, CrossEntropyOrder order) {
     p.loss = required(k.outputs, "loss").data();
   }
   p.stream = k.stream;
+  p.ilp = k.ilp;
   return [p] { launch_cross_entropy(p); };
 }
 
@@ -62,10 +63,12 @@ BoundLaunch bind_fused(const KernelArgs& k) { return bind(k, CrossEntropyOrder::
 std::vector<KernelRecord> cross_entropy_kernels() {
   // The paths (ops/cross_entropy.cpp's tags): eager's kernel per V (warp, Reg, Smem, ILP and its row
   // shift); fused's segments (one without elements, a partial last step, the backward without
-  // on-chip segments above kFusedBufferedMaxV).
+  // on-chip segments above kFusedBufferedMaxV, the backward whose threads load the logits where
+  // V % 4 != 0, as the bulk copies need 16-byte rows).
   return {{"cross_entropy", "megatron_eager", bind_eager,
            {"rows=0", "kernel=warp", "kernel=reg", "kernel=smem", "kernel=ilp", "ilp_row_shift"}},
-          {"cross_entropy", "fused", bind_fused, {"rows=0", "fused:empty_segment", "fused:partial_step", "fused:unbuffered"}}};
+          {"cross_entropy", "fused", bind_fused, {"rows=0", "fused:empty_segment", "fused:partial_step", "fused:unbuffered",
+                                                         "fused:scalar_rows"}}};
 }
 
 }  // namespace bitparity::gpu

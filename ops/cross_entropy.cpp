@@ -267,11 +267,13 @@ CaseClasses classes(const Case& c) {
   if (is_boundary(V)) k.tags.push_back("V=dispatch_boundary");
   if (eager_kernel(V) == "ilp" && V % 4 != 0 && N >= 2) k.tags.push_back("ilp_row_shift");
   // The fused kernels' paths: a segment without elements, a last 1024-step that not every lane
-  // takes, and the backward without on-chip segments (the forward has no such path).
+  // takes, the backward without on-chip segments (the forward has no such path), and the backward
+  // whose rows are not 16-byte vectors (V % 4 != 0: its threads load the logits, no bulk copies).
   const int64_t S = fused_segment_span(V), last = V - (V - 1) / S * S;
   if ((V - 1) / S < kFusedSegments - 1) k.tags.push_back("fused:empty_segment");
   if (last % kFusedSegmentLanes != 0) k.tags.push_back("fused:partial_step");
   if (V > kFusedBufferedMaxV && c.direction == Direction::kBackward) k.tags.push_back("fused:unbuffered");
+  if (V % 4 != 0 && c.direction == Direction::kBackward) k.tags.push_back("fused:scalar_rows");
   if (ignore >= 0 && ignore < V) k.tags.push_back("ignore_index=class");
   bool nonfinite = false, ignored_any = false;
   for (int64_t i = 0; i < N; ++i) {
@@ -310,6 +312,7 @@ std::vector<std::string> required_tags(Direction dir) {
                                    "logits:large", "row:tied_max", "row:S==1_at_label", "label=ignored", "label=0",
                                    "label=V-1", "label=argmax", "fused:empty_segment", "fused:partial_step"};
   if (dir == Direction::kBackward) tags.push_back("fused:unbuffered");
+  if (dir == Direction::kBackward) tags.push_back("fused:scalar_rows");
   if (dir == Direction::kBackward)
     for (const char* v : {"nan", "inf", "-0", "subnormal"}) tags.push_back(std::string("g:") + v);
   return tags;
