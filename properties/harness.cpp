@@ -70,6 +70,12 @@ std::optional<std::string> unavailable(const std::string& impl) {
   return std::nullopt;
 }
 
+std::optional<std::string> arrival_order_varies(const Target& target) {
+  if (target.impl.empty() || !target.contract_info().order_of_arrival) return std::nullopt;
+  if (split_backend_name(target.impl).first == "ref") return std::nullopt;
+  return target.impl + " adds in the order its atomic additions arrive; this property fixes one order";
+}
+
 Outcome run(const Target& target, const Case& c) { return run_outcome(harness_registry(), target.impl, c); }
 
 Metas output_metas(const Target& target, const Case& c) {

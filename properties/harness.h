@@ -138,6 +138,20 @@ void check_property(Property&& property) {
   if (const std::optional<std::string> failure = property_failure(std::forward<Property>(property))) FAIL() << *failure;
 }
 
+// Why a property that fixes the order of additions cannot hold for the target, or nothing: its
+// contract adds in the order atomic additions arrive (ContractInfo::order_of_arrival) and its backend
+// is not the reference ("ref"), which fixes one order (ascending position). Such a backend is
+// judged by the determinism property and by the properties that hold in any order (bounds, single
+// addends, order-insensitive sums), which still run.
+std::optional<std::string> arrival_order_varies(const Target& target);
+
+// Skips the current GoogleTest, visibly, for such a target.
+#define BITPARITY_SKIP_IF_ARRIVAL_ORDER(target)                                   \
+  do {                                                                            \
+    if (const auto why = ::bitparity::props::arrival_order_varies(target))        \
+      GTEST_SKIP() << *why;                                                       \
+  } while (false)
+
 // Skips the current GoogleTest, visibly, when the target's backend cannot run here.
 #define BITPARITY_SKIP_IF_UNAVAILABLE(target)                                   \
   do {                                                                          \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole GPU check in one call: the GPU tests (cuda_vs_ref_test, label gpu), compute-sanitizer
-# memcheck and racecheck on that binary, a campaign of every CUDA contract under memcheck and
+# The whole GPU check in one call: the GPU tests (cuda_vs_ref_test, label gpu, and the cuda targets of
+# the property programs, gpu_property_tests), compute-sanitizer memcheck and racecheck on
+# cuda_vs_ref_test, a campaign of every CUDA contract under memcheck and
 # racecheck (`bitparity --sanitizer`, its findings fail the check), campaigns through a worker that
 # faults on the device on purpose (cuda_fault_test), the kernel and launch benchmarks (kernel_bench: every CUDA kernel
 # record on its op's reference inputs), and a short table last. Nothing here names an op:
@@ -12,7 +13,14 @@
 #                                shared libraries a bare GPU machine may lack, in build/gpu-carry,
 #                                with the `bitparity` command for GPU campaigns; also packed as
 #                                build/gpu-carry.tar.xz. Carry the folder or the packed file.
-#   scripts/gpu_check.sh unpack  On the GPU machine: unpack build/gpu-carry.tar.xz. A campaign run
+#                                The property programs' binary is packed apart, as
+#                                build/gpu-carry-properties.tar.xz: the device tool takes at most
+#                                64 MiB a call, source tree included, so the whole check is two
+#                                calls: build/gpu-carry.tar.xz with SKIP_PROPERTIES=1, then
+#                                build/gpu-carry-properties.tar.xz with every other part skipped
+#                                (SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_HAZARDS=1 SKIP_BENCH=1 SKIP_PLUGINS=1).
+#   scripts/gpu_check.sh unpack  On the GPU machine: unpack build/gpu-carry.tar.xz and/or
+#                                build/gpu-carry-properties.tar.xz, whichever came. A campaign run
 #                                there by hand: LD_LIBRARY_PATH=build/gpu-carry/lib
 #                                BITPARITY_COMMIT=$(cat build/gpu-carry/COMMIT) build/gpu-carry/bitparity ...
 #   scripts/gpu_check.sh run     On the GPU machine: run everything from build/gpu-carry (staging
@@ -25,9 +33,10 @@
 # 8). RC_CASES: RapidCheck cases per property (default 100); MEMCHECK_RC_CASES (15) and
 # RACECHECK_RC_CASES (60) under the sanitizers.
 # BENCH_FILTER: a --benchmark_filter regex. SKIP_TESTS=1, SKIP_SANITIZER=1, SKIP_BENCH=1, SKIP_PLUGINS=1,
-# SKIP_FAULTS=1 (the device-fault campaigns), SKIP_HAZARDS=1 (the sanitizer campaign; HAZARD_SECONDS,
+# SKIP_PROPERTIES=1 (the property programs), SKIP_FAULTS=1 (the device-fault campaigns), SKIP_HAZARDS=1 (the sanitizer campaign; HAZARD_SECONDS,
 # default 120, HAZARD_SEED, default 1, HAZARD_WORKERS a tool, default 2) leave parts out, so that a check too long for one call
 # can be split over several. TEST_FILTER: a --gtest_filter for the test shards (default: all);
+# PROPERTY_FILTER: for the property programs' binary, gpu_property_tests (default: *cuda*);
 # SANITIZER_FILTER: the sanitizers' (default: the cuda targets and the PyTorch recordings).
 # PART_TIMEOUT: seconds each part (tests, each sanitizer, benchmarks) may run; a part stopped by it
 # is a problem in the summary, and the summary is still written.
@@ -46,15 +55,16 @@ JOBS=${JOBS:-$(nproc)}
 stage() {
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || return 1
   cmake --build "$BUILD" -j "${BUILD_JOBS:-2}" --target cuda_vs_ref_test cuda_fault_test cuda_fault_worker kernel_bench \
-    campaign_bench bitparity bitparity_example_fleet || return 1
+    campaign_bench bitparity bitparity_example_fleet gpu_property_tests || return 1
   rm -rf "$CARRY"
   mkdir -p "$CARRY/lib" "$CARRY/plugins"
   cp "$BUILD/gpu/tests/cuda_vs_ref_test" "$BUILD/gpu/tests/cuda_fault_test" "$BUILD/gpu/tests/cuda_fault_worker" \
-    "$BUILD/bench/kernel_bench" "$BUILD/bench/campaign_bench" "$BUILD/cli/bitparity" "$CARRY/"
+    "$BUILD/bench/kernel_bench" "$BUILD/bench/campaign_bench" "$BUILD/cli/bitparity" \
+    "$BUILD/properties/gpu_property_tests" "$CARRY/"
   # The example plug-ins, for campaigns of `--plugin` backends on the GPU.
   cp "$BUILD"/peers/plugin/examples/*.so "$CARRY/plugins/"
   strip --strip-debug "$CARRY/cuda_vs_ref_test" "$CARRY/cuda_fault_test" "$CARRY/cuda_fault_worker" "$CARRY/kernel_bench" \
-    "$CARRY/campaign_bench" "$CARRY/bitparity"
+    "$CARRY/campaign_bench" "$CARRY/bitparity" "$CARRY/gpu_property_tests"
   # Every shared library but the C and C++ runtimes (glibc's pieces included), which the GPU machine has
   # in newer versions.
   ldd "$CARRY/cuda_vs_ref_test" "$CARRY/kernel_bench" "$CARRY/bitparity" | awk '$3 ~ /^\// {print $3}' | sort -u |
@@ -62,18 +72,27 @@ stage() {
   # The commit the programs were built from: the GPU machine's copy of the tree may carry another
   # git state, and campaign reports and corpus entries record this one (BITPARITY_COMMIT).
   git -C "$ROOT" rev-parse HEAD >"$CARRY/COMMIT" 2>/dev/null || rm -f "$CARRY/COMMIT"
-  # One compressed file travels to the GPU machine; `gpu_check.sh unpack` there restores the folder.
-  tar cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" "$(basename "$CARRY")"
-  echo "staged in $CARRY ($(du -h "$CARRY.tar.xz" | cut -f1) as $CARRY.tar.xz): $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
+  # Compressed files travel to the GPU machine; `gpu_check.sh unpack` there restores the folder. The
+  # property programs' binary is packed apart ($CARRY-properties.tar.xz): with the other programs
+  # and the source tree it passes the device tool's 64 MiB, so a call carries one file or the other.
+  local base
+  base=$(basename "$CARRY")
+  tar cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" --exclude="$base/gpu_property_tests" "$base"
+  tar cJf "$CARRY-properties.tar.xz" -C "$(dirname "$CARRY")" "$base/gpu_property_tests" "$base/lib"
+  echo "staged in $CARRY ($(du -h "$CARRY.tar.xz" | cut -f1) as $CARRY.tar.xz, the property programs" \
+    "$(du -h "$CARRY-properties.tar.xz" | cut -f1) as $CARRY-properties.tar.xz): $(ls "$CARRY" "$CARRY/lib" | tr '\n' ' ')"
 }
 
 unpack() {
-  [[ -f $CARRY.tar.xz ]] || { echo "gpu_check: no $CARRY.tar.xz to unpack" >&2; return 1; }
-  tar xJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")"
+  local found=0 f
+  for f in "$CARRY.tar.xz" "$CARRY-properties.tar.xz"; do
+    [[ -f $f ]] && tar xJf "$f" -C "$(dirname "$CARRY")" && found=1
+  done
+  ((found)) || { echo "gpu_check: neither $CARRY.tar.xz nor $CARRY-properties.tar.xz to unpack" >&2; return 1; }
 }
 
 run() {
-  if [[ ! -x $CARRY/cuda_vs_ref_test || ! -x $CARRY/kernel_bench ]]; then
+  if [[ ! -x $CARRY/cuda_vs_ref_test && ! -x $CARRY/gpu_property_tests ]]; then
     echo "gpu_check: $CARRY is missing; staging here" >&2
     stage || { echo "gpu_check: cannot build here (see above)" >&2; exit 1; }
   fi
@@ -112,6 +131,15 @@ run() {
       BITPARITY_CUDA_FAULT_WORKER=$CARRY/cuda_fault_worker part "faults" "$CARRY/cuda_fault_test" \
         --gtest_output="xml:$logs/tests-faults.xml" >"$logs/tests-faults.log" 2>&1 &
     fi
+  fi
+  # The property programs' cuda targets (ops/tests/ and properties/ in one binary, carried as
+  # $CARRY-properties.tar.xz), with their own seeds and case counts, in as many shards.
+  if [[ ${SKIP_PROPERTIES:-0} != 1 && -x $CARRY/gpu_property_tests ]]; then
+    for ((i = 0; i < JOBS; ++i)); do
+      GTEST_TOTAL_SHARDS=$JOBS GTEST_SHARD_INDEX=$i part "properties" "$CARRY/gpu_property_tests" \
+        --gtest_filter="${PROPERTY_FILTER:-*cuda*}" --gtest_output="xml:$logs/tests-properties-$i.xml" \
+        >"$logs/tests-properties-$i.log" 2>&1 &
+    done
   fi
   if [[ ${SKIP_SANITIZER:-0} != 1 ]]; then
     # memcheck: the generated cases and the reference inputs of every cuda target, and the PyTorch
@@ -236,7 +264,8 @@ for path in sorted(glob.glob(os.path.join(logs, "tests-*.log"))):
 xml_count = len(glob.glob(os.path.join(logs, "tests-*.xml")))
 print()
 print("== bitparity GPU check" + (": " + device if device else "") + " ==")
-print(f"tests (label gpu, {xml_count} shards): passed {passed}, failed {failed}, skipped {skipped}")
+print(f"tests (cuda_vs_ref_test shards, property programs, fault campaigns: {xml_count} result files): "
+      f"passed {passed}, failed {failed}, skipped {skipped}")
 for f, message in failures:
     print(f"  FAILED {f}")
     for line in message.splitlines()[:6]:
@@ -261,6 +290,11 @@ if not tests_skipped and os.environ.get("SKIP_FAULTS") != "1" and not os.path.ex
     problems.append("the device-fault campaigns (cuda_fault_test) left no results: see logs/tests-faults.log")
 if tests_skipped:
     print("tests: not run (SKIP_TESTS=1)")
+if os.environ.get("SKIP_PROPERTIES") == "1":
+    print("property programs: not run (SKIP_PROPERTIES=1)")
+elif not glob.glob(os.path.join(logs, "tests-properties-*.xml")):
+    problems.append("the property programs left no results: gpu_property_tests was not carried "
+                    "(build/gpu-carry-properties.tar.xz) or did not run; SKIP_PROPERTIES=1 leaves them out")
 if not (xml_count or any(os.path.exists(os.path.join(logs, t + ".log")) for t in ("memcheck", "racecheck", "hazards"))
         or os.path.exists(os.path.join(results, "bench.json")) or os.path.exists(os.path.join(logs, "plugins.txt"))):
     problems.append("nothing ran")
