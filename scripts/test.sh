@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the tests: every fast CPU test, the corpus replay, and the GPU tests
-# (which skip, and are reported as skipped, where no CUDA device exists). Exhaustive sweeps carry
-# the label "slow": run them with `ctest --test-dir build/default -L slow`.
+# (which skip, and are reported as skipped, where no CUDA device exists), then short runs of the
+# fuzz targets. Exhaustive sweeps carry the label "slow": run them with
+# `ctest --test-dir build/default -L slow`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -9,3 +10,11 @@ jobs=$(nproc 2>/dev/null || echo 2)
 cmake --preset default
 cmake --build --preset default -j "$jobs"
 ctest --preset default -j "$jobs" "$@"
+# Bounded runs of every libFuzzer target (preset fuzz: clang with libFuzzer, ASan and UBSan), each
+# a few seconds from its checked-in seeds: a crash or a sanitizer report fails the run.
+# BITPARITY_SKIP_FUZZ=1 leaves them out.
+if [ "${BITPARITY_SKIP_FUZZ:-0}" != 1 ]; then
+  cmake --preset fuzz
+  cmake --build --preset fuzz -j "$jobs" --target fuzz_targets
+  ctest --test-dir build/fuzz -L fuzz -j "$jobs" --output-on-failure
+fi
