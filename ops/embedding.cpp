@@ -557,8 +557,9 @@ OpInfo embedding() {
        "partial sums of 10 (fp32 from +0), the partial sums added in order in fp32 from +0, rounded once",
        kBaselineFrom},
       {"atomic_fp32",
-       "forward a row copy; backward fp32 atomicAdd of every g element into a zeroed fp32 table, then one "
-       "rounding to the dtype: its order is the order of arrival; the reference adds in ascending position",
+       "forward a row copy; backward fp32 atomicAdd of every g element into a zeroed fp32 table (a subnormal "
+       "addend or result flushed to a zero of its sign), then one rounding to the dtype: its order is the order "
+       "of arrival; the reference adds in ascending position",
        kAtomicFrom, ClampGate::kNone, true}};
   op.validate = validate;
   op.generate = generate;

@@ -179,8 +179,8 @@ OpInfo permute() {
        kMegatronFrom},
       {"baseline",
        "copy forward; backward index_add_ with atomics, whose order is the order of arrival: the reference adds the "
-       "token's rows in ascending position from +0, rounding to the dtype after every addition; any experts per "
-       "row, T = 0 allowed",
+       "token's rows in ascending position from +0, rounding to the dtype after every addition (fp32's atomic add "
+       "flushes a subnormal addend or result to a zero of its sign); any experts per row, T = 0 allowed",
        kBaselineFrom, ClampGate::kNone, true},
       {"paddle_aligned",
        "megatron_eager's arithmetic; rows with no expert are padding (d_tokens row +0); the other rows share one k; "

@@ -262,8 +262,8 @@ OpInfo unpermute() {
       {"baseline",
        "scatter_add_ with atomics, whose order is the order of arrival: the reference adds the token's rows in "
        "ascending position from +0, rounding to the dtype after every addition; with probs the fp32 products are "
-       "summed in fp32 in that order and rounded once; backward as megatron_eager; any experts per row, T = 0 "
-       "allowed",
+       "summed in fp32 in that order and rounded once (fp32's atomic add flushes a subnormal addend or result to "
+       "a zero of its sign); backward as megatron_eager; any experts per row, T = 0 allowed",
        kBaselineFrom, ClampGate::kNone, true},
       {"paddle_aligned",
        "megatron_eager's arithmetic; rows with no expert are padding (out row +0, d_probs row +0); the other rows "

@@ -70,9 +70,9 @@ float fold_embedding(std::span<const float> x, std::span<const int64_t> pos, DTy
 }
 
 // atomic_fp32: the order the reference fixes for an order of arrival: ascending position, fp32
-// from +0, rounded once.
+// atomic adds from +0 (subnormals flushed, atomic_sum), rounded once.
 float fold_atomic(std::span<const float> x, std::span<const int64_t>, DType dt, int64_t, int64_t) {
-  return round_to(dt, sequential_sum(x, DType::kFP32));
+  return round_to(dt, atomic_sum(x, DType::kFP32));
 }
 
 TensorMap forward(const Case& c) {

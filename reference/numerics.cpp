@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -126,6 +127,14 @@ float torch_slot_sum(std::span<const float> x, int64_t H, int64_t T) {
 float sequential_sum(std::span<const float> x, DType each) {
   float acc = 0.0f;
   for (float v : x) acc = round_to(each, acc + v);
+  return acc;
+}
+
+float atomic_sum(std::span<const float> x, DType each) {
+  if (each != DType::kFP32) return sequential_sum(x, each);
+  auto flush = [](float v) { return std::fabs(v) < std::numeric_limits<float>::min() ? std::copysign(0.0f, v) : v; };
+  float acc = 0.0f;
+  for (float v : x) acc = flush(acc + flush(v));
   return acc;
 }
 

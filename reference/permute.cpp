@@ -44,7 +44,7 @@ TensorMap permute_backward(const Case& c, Order order) {
     x.resize(pos.size());
     for (int64_t h = 0; h < H; ++h) {
       for (size_t j = 0; j < pos.size(); ++j) x[j] = dp.f32(pos[j] * H + h);
-      const float sum = order == Order::kRule7 ? torch_slot_sum(x, H, r.tokens) : sequential_sum(x, dt);
+      const float sum = order == Order::kRule7 ? torch_slot_sum(x, H, r.tokens) : atomic_sum(x, dt);
       d_tokens.set_f32(t * H + h, canonical(sum));
     }
   }
@@ -58,7 +58,8 @@ TensorMap permute_aligned(const Case& c, const ContractInfo&) {
 }
 
 // baseline: index_select's backward, index_add_ into a d_tokens of the dtype (atomics; the
-// reference's order is ascending position, which for one token is ascending expert id).
+// reference's order is ascending position, which for one token is ascending expert id; fp32's
+// atomic add flushes subnormals, atomic_sum).
 TensorMap permute_baseline(const Case& c, const ContractInfo&) {
   return c.direction == Direction::kForward ? permute_forward(c) : permute_backward(c, Order::kSequentialRounded);
 }

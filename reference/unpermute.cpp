@@ -36,7 +36,7 @@ TensorMap unpermute_forward(const Case& c, Order order) {
         x[j] = permuted.f32(pos[j] * H + h);
         if (probs) x[j] = x[j] * probs->f32(t * r.experts + experts[j]);  // bf16 * fp32 -> fp32
       }
-      const float sum = order == Order::kRule7 ? torch_slot_sum(x, H, r.tokens) : sequential_sum(x, probs ? DType::kFP32 : dt);
+      const float sum = order == Order::kRule7 ? torch_slot_sum(x, H, r.tokens) : atomic_sum(x, probs ? DType::kFP32 : dt);
       out.set_f32(t * H + h, canonical(sum));
     }
   }
@@ -88,7 +88,8 @@ TensorMap unpermute_aligned(const Case& c, const ContractInfo&) {
   return c.direction == Direction::kForward ? unpermute_forward(c, Order::kRule7) : unpermute_backward(c);
 }
 
-// baseline: scatter_add_ into an out of the dtype (or fp32 with probs), ascending position.
+// baseline: scatter_add_ into an out of the dtype (or fp32 with probs), ascending position; fp32's
+// atomic add flushes subnormals (atomic_sum).
 TensorMap unpermute_baseline(const Case& c, const ContractInfo&) {
   return c.direction == Direction::kForward ? unpermute_forward(c, Order::kSequential) : unpermute_backward(c);
 }
