@@ -344,8 +344,8 @@ __global__ void __launch_bounds__(kBlock) fused_forward_kernel(CrossEntropy a) {
 // 256 threads a segment; thread q holds the 4 consecutive lanes 4q, ..., 4q + 3, so that a step of
 // its walk is one 4-vector (where V % 4 == 0 and the rows are 16-byte aligned; 4 scalars elsewhere).
 // Buffered (S floats fit in shared memory), the walk also stores what it loads into one buffer, and
-// the output pass reads it there: the logits come from HBM once. Two blocks share an SM (77.8 KB of
-// buffer each at V 151552), so that one block's tree, cluster barrier and output pass overlap the
+// the output pass reads it there: the logits come from HBM once. Two blocks share an SM (at most
+// 100 KB of buffer each), so that one block's tree, cluster barrier and output pass overlap the
 // other's loads. The segment results travel through distributed shared memory, double-buffered by
 // row parity so that one cluster barrier a row suffices. Unbuffered (a wider V), the output pass
 // reads global memory again.

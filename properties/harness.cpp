@@ -11,6 +11,7 @@
 
 #include "core/compare.h"
 #include "core/error.h"
+#include "corpus/differential.h"
 #include "corpus/entry.h"
 #include "corpus/reproducer.h"
 
@@ -72,7 +73,7 @@ std::optional<std::string> unavailable(const std::string& impl) {
 
 std::optional<std::string> arrival_order_varies(const Target& target) {
   if (target.impl.empty() || !target.contract_info().order_of_arrival) return std::nullopt;
-  if (split_backend_name(target.impl).first == "ref") return std::nullopt;
+  if (split_backend_name(target.impl).first == corpus::kReferenceKind) return std::nullopt;
   return target.impl + " adds in the order its atomic additions arrive; this property fixes one order";
 }
 

@@ -140,7 +140,7 @@ void check_property(Property&& property) {
 
 // Why a property that fixes the order of additions cannot hold for the target, or nothing: its
 // contract adds in the order atomic additions arrive (ContractInfo::order_of_arrival) and its backend
-// is not the reference ("ref"), which fixes one order (ascending position). Such a backend is
+// is not the reference (corpus::kReferenceKind), which fixes one order (ascending position). Such a backend is
 // judged by the determinism property and by the properties that hold in any order (bounds, single
 // addends, order-insensitive sums), which still run.
 std::optional<std::string> arrival_order_varies(const Target& target);
