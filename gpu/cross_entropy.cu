@@ -220,6 +220,15 @@ __device__ __forceinline__ Online combine(Online a, Online b) {
   return {a.m, __fmaf_rn(b.s, expf(__fsub_rn(b.m, a.m)), a.s)};
 }
 
+// The same step, both sides selected rather than branched (b.m == -Inf never beats a.m), so that
+// arrays of pairs combined in a tree stay in registers.
+__device__ __forceinline__ Online combine_selected(Online a, Online b) {
+  const bool up = b.m > a.m;
+  const Online hi = up ? b : a, lo = up ? a : b;
+  const Online r{hi.m, __fmaf_rn(lo.s, expf(__fsub_rn(lo.m, hi.m)), hi.s)};
+  return b.m == -INFINITY ? a : r;
+}
+
 constexpr int kSegments = kFusedSegments;
 constexpr int kSegmentLanes = kFusedSegmentLanes;
 
@@ -365,12 +374,52 @@ __device__ __forceinline__ void load_step(float (&v)[kBackwardLanes], const floa
 }
 
 // A segment's halving tree over its 1024 lanes, thread q of kThreads holding the kL consecutive
-// lanes kL q + j: the levels whose partner is another thread (h >= kL: thread q + h / kL, the same j)
-// through shared memory down to 32 threads, then warp 0's shuffles, then the levels inside thread 0
-// (h = kL / 2, ..., 1). Valid in thread 0; every thread calls it.
+// lanes kL q + j: the levels whose partner is another warp (h >= 32 kL: thread q + h / kL, the same
+// j) in warp 0 after one block barrier, lane q < 32 combining the values of threads q + 32 k
+// (k < kThreads / 32) in registers in the same halving order; then warp 0's shuffles, then the levels
+// inside thread 0 (h = kL / 2, ..., 1). Valid in thread 0; every thread calls it.
 template <int kL, int kThreads>
 __device__ Online lanes_tree(Online (&o)[kL], float (*sm_m)[kThreads], float (*sm_s)[kThreads]) {
   static_assert(kL * kThreads == kSegmentLanes && kThreads >= 64);
+  constexpr int kWarps = kThreads / 32;
+  const int q = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < kL; ++j) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
+  __syncthreads();
+  if (q < 32) {
+#pragma unroll
+    for (int j = 0; j < kL; ++j) {
+      Online b[kWarps / 2];  // the first level as the values are read: half of them live at once
+#pragma unroll
+      for (int k = 0; k < kWarps / 2; ++k) {
+        const int far = q + 32 * (k + kWarps / 2);
+        b[k] = combine_selected({sm_m[j][q + 32 * k], sm_s[j][q + 32 * k]}, {sm_m[j][far], sm_s[j][far]});
+      }
+#pragma unroll
+      for (int h = kWarps / 4; h >= 1; h >>= 1)
+#pragma unroll
+        for (int k = 0; k < h; ++k) b[k] = combine_selected(b[k], b[k + h]);
+      o[j] = b[0];
+    }
+#pragma unroll
+    for (int d = 16; d >= 1; d >>= 1)
+#pragma unroll
+      for (int j = 0; j < kL; ++j) {
+        const Online other{__shfl_down_sync(0xffffffffu, o[j].m, d), __shfl_down_sync(0xffffffffu, o[j].s, d)};
+        o[j] = combine(o[j], other);
+      }
+  }
+#pragma unroll
+  for (int h = kL / 2; h >= 1; h >>= 1)
+#pragma unroll
+    for (int j = 0; j < h; ++j) o[j] = combine(o[j], o[j + h]);
+  return o[0];
+}
+
+// The same tree, level by level: each cross-warp level through shared memory behind its own block
+// barrier (the ILP 2 variant, for the benchmarks).
+template <int kL, int kThreads>
+__device__ Online lanes_tree_stepwise(Online (&o)[kL], float (*sm_m)[kThreads], float (*sm_s)[kThreads]) {
   const int q = threadIdx.x;
 #pragma unroll
   for (int j = 0; j < kL; ++j) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
@@ -542,8 +591,10 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBackwardThr
 // q of kThreads holds the kL = 1024 / kThreads consecutive lanes kL q + j, reading them from shared
 // memory as one vector. The row's label and g are read before the walk; the label's element is
 // written again by its thread after the output pass, so that the pass itself compares nothing.
-// Measured on the H200 (bench/NOTES.md, 2026-12-04): 70 % of the copy at N 8192, V 151552, against
-// 45 % for the kernel whose threads load the logits.
+// The segments' results travel by st.async into every block's slots, each block waiting on its own
+// barrier for the 8 it reads (no cluster barrier a row), and the segment tree's cross-warp levels run
+// in warp 0 behind one block barrier. Measured on the H200 (bench/NOTES.md): 75 % of the copy at
+// N 8192, V 151552, against 45 % for the kernel whose threads load the logits.
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -572,6 +623,42 @@ __device__ __forceinline__ void wait_parity(uint64_t* barrier, uint32_t parity) 
   } while (!done);
 }
 
+// The segments' results of a row, pushed to every block of the cluster: lane s < 8 of warp 0 (r valid
+// in lane 0) stores the block's (m, s) into slot[seg] of block s with st.async, which completes 8
+// bytes of that block's barrier `got`; lane 0 tells its own barrier to expect the 8 results (64
+// bytes). No cluster barrier, so no thread waits for the others' stores to global memory to drain
+// (a release fence would): a block waits only for the 8 results it reads.
+__device__ __forceinline__ void push_segment(Online r, int seg, Online* slot, uint64_t* got) {
+  const int lane = threadIdx.x & 31;
+  r.m = __shfl_sync(0xffffffffu, r.m, 0);
+  r.s = __shfl_sync(0xffffffffu, r.s, 0);
+  if (lane < kSegments) {
+    uint32_t to, bar;
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(to) : "r"(shared_address(slot + seg)), "r"(lane));
+    asm("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(shared_address(got)), "r"(lane));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];" ::"r"(to),
+                 "f"(r.m), "f"(r.s), "r"(bar)
+                 : "memory");
+  }
+  if (lane == 0)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(got)),
+                 "r"(static_cast<uint32_t>(kSegments * sizeof(Online)))
+                 : "memory");
+}
+
+// The row's m and L from the 8 results in slot[] (arrived: the caller waited on their barrier): their
+// halving tree (h = 4, 2, 1) in warp 0's lanes 0..7; lane 0 writes m and logf(s).
+__device__ __forceinline__ void local_segments_tree(const Online* slot, float& row_m, float& row_L) {
+  const int q = threadIdx.x;
+  Online b = q < kSegments ? slot[q] : Online{-INFINITY, 0.0f};
+#pragma unroll
+  for (int h = kSegments / 2; h >= 1; h >>= 1) {
+    const Online other{__shfl_down_sync(0xffffffffu, b.m, h), __shfl_down_sync(0xffffffffu, b.s, h)};
+    if (q < h) b = combine(b, other);
+  }
+  if (q == 0) row_m = b.m, row_L = logf(b.s);
+}
+
 template <int kL>
 __device__ __forceinline__ void shared_lanes(float (&v)[kL], const float* at) {
   if constexpr (kL == 4) {
@@ -596,7 +683,7 @@ __device__ __forceinline__ void store_lanes(float* at, const float (&v)[kL]) {
   }
 }
 
-template <int kThreads, int kChunks>
+template <int kThreads, int kChunks, bool kStepwiseTree = false>
 __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     fused_backward_bulk_kernel(CrossEntropy a) {
   constexpr int kL = kSegmentLanes / kThreads;
@@ -604,7 +691,8 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
   __shared__ float sm_m[kL][kThreads];
   __shared__ float sm_s[kL][kThreads];
   __shared__ uint64_t full[kChunks];
-  __shared__ Online part[2];
+  __shared__ Online slot[2][kSegments];  // the row's 8 segment results, by row parity
+  __shared__ uint64_t got[2];            // their arrival, by row parity
   __shared__ float row_m, row_L;
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
@@ -633,12 +721,16 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     for (int c = 0; c < kChunks; ++c) {
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[c])) : "memory");
     }
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&got[p])) : "memory");
+    }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     if (first_row < N)
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) load(c, first_row);
   }
-  __syncthreads();
+  cluster.sync();  // every block's barriers are initialized before another block's results arrive
   const float* buffer = buffer0 + first_lane;  // step i at buffer + 1024 i
   int64_t it = 0;
   for (int64_t row = first_row; row < N; row += clusters, ++it) {
@@ -653,18 +745,24 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     for (int c = 0; c < kChunks; ++c) {
       wait_parity(&full[c], static_cast<uint32_t>(parity));
       const int end = ::min(walked, (c + 1) * per);
+      const float* from = buffer + c * per * kSegmentLanes;  // advanced a step at a time: no 64-bit index math
 #pragma unroll 4
-      for (int i = c * per; i < end; ++i) {
+      for (int i = c * per; i < end; ++i, from += kSegmentLanes) {
         float v[kL];
-        shared_lanes<kL>(v, buffer + i * kSegmentLanes);
+        shared_lanes<kL>(v, from);
 #pragma unroll
         for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
       }
     }
-    const Online r = lanes_tree<kL, kThreads>(o, sm_m, sm_s);
-    if (q == 0) part[parity] = r;
-    cluster.sync();  // every segment's result of this row is written
-    if (q < 32) cluster_segments_tree(cluster, &part[parity], row_m, row_L);
+    const Online r = kStepwiseTree ? lanes_tree_stepwise<kL, kThreads>(o, sm_m, sm_s)
+                                   : lanes_tree<kL, kThreads>(o, sm_m, sm_s);
+    if (q < 32) {
+      // slot[parity] is free: the other blocks push this row's results only after they received
+      // this block's result of the row before, which it sent after reading the row before that.
+      push_segment(r, seg, slot[parity], &got[parity]);
+      wait_parity(&got[parity], static_cast<uint32_t>((it >> 1) & 1));
+      local_segments_tree(slot[parity], row_m, row_L);
+    }
     __syncthreads();
     // Every element as if off the label (gO = 0); the thread holding the label's lane writes it
     // again afterwards, with gO_t (its own later store: the value that stays). Its logit is read
@@ -677,13 +775,15 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int end = ::min(walked, (c + 1) * per);
+      const float* from = buffer + c * per * kSegmentLanes;
+      float* to = d + c * per * kSegmentLanes;
 #pragma unroll 4
-      for (int i = c * per; i < end; ++i) {
+      for (int i = c * per; i < end; ++i, from += kSegmentLanes, to += kSegmentLanes) {
         float v[kL];
-        shared_lanes<kL>(v, buffer + i * kSegmentLanes);
+        shared_lanes<kL>(v, from);
 #pragma unroll
         for (int j = 0; j < kL; ++j) v[j] = __fmaf_rn(-expf(__fsub_rn(__fsub_rn(v[j], rg.m), rg.L)), rg.G, 0.0f);
-        store_lanes<kL>(d + i * kSegmentLanes, v);
+        store_lanes<kL>(to, v);
       }
       __syncthreads();  // run c is read: the copy engine may refill it
       if (q == 0 && next < N) {
@@ -693,7 +793,7 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     }
     if (holds_label) d[rg.label_at - first_lane] = grad_at(rg, x_label, rg.label_at);
   }
-  cluster.sync();  // no block leaves while another may still read its part
+  cluster.sync();  // no block leaves while its results may still be on their way to another
 }
 
 // Clusters of a fused backward kernel that are resident at once: its persistent grid. Asked once per
@@ -740,23 +840,24 @@ void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   launch_persistent(fused_backward_kernel<kBuffered, kVector>, kBackwardThreads, shared_bytes, a, stream);
 }
 
-template <int kThreads, int kChunks>
+template <int kThreads, int kChunks, bool kStepwiseTree = false>
 void launch_fused_backward_bulk(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float);
-  launch_persistent(fused_backward_bulk_kernel<kThreads, kChunks>, kThreads, shared_bytes, a, stream);
+  launch_persistent(fused_backward_bulk_kernel<kThreads, kChunks, kStepwiseTree>, kThreads, shared_bytes, a, stream);
 }
 
 // The fused backward's kernels. The bulk-copy kernel where V % 4 == 0, the rows are 16-byte aligned
 // and a segment fits on chip; else the kernel whose threads load the logits (4-vectors where
 // aligned). The ILP knob picks the bulk kernel's shape for the benchmarks (bench/NOTES.md): 1 (and
-// the default), 512 threads refilling their buffer in 4 runs; 2, in 8 runs; 4, 256 threads, 4 runs.
+// the default), 512 threads refilling their buffer in 4 runs; 2, the same with the segment tree's
+// levels each behind its own block barrier; 4, 256 threads, 4 runs.
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const bool buffered = fused_segment_span(a.vocab) <= kFusedBufferedMaxSpan;
   const bool vector = a.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(a.d_logits) % 16 == 0;
   if (buffered && vector) {
     if (a.ilp == 2) {
-      launch_fused_backward_bulk<512, 8>(a, stream);
+      launch_fused_backward_bulk<512, 4, true>(a, stream);
     } else if (a.ilp == 4) {
       launch_fused_backward_bulk<256, 4>(a, stream);
     } else {
