@@ -77,3 +77,29 @@ TEST(CompareTest, UlpBuckets) {
 
 }  // namespace
 }  // namespace bitparity
+
+namespace bitparity {
+namespace {
+
+// Equal blocks of a large output are skipped whole: mismatches in several blocks are all counted,
+// the first is the lowest index, and NaNs inside a differing block still compare equal.
+TEST(CompareTest, CountsEveryMismatchOfALargeOutputAndReportsTheLowest) {
+  std::vector<uint16_t> x(5000, 0x3f80), y = x;
+  y[4999] = 0x3f81;
+  y[1030] = 0x3f82;
+  y[257] = 0x3f81;
+  x[258] = 0x7fc0, y[258] = 0xffff;  // NaN against NaN, in a block that differs
+  const Comparison c = compare_outputs({{"out", bf16({50, 100}, x)}}, {{"out", bf16({50, 100}, y)}});
+  EXPECT_EQ(c.verdict, Verdict::kBitMismatch);
+  EXPECT_EQ(c.outputs[0].mismatches, 3);
+  ASSERT_TRUE(c.outputs[0].first);
+  EXPECT_EQ(c.outputs[0].first->index, 257);
+  EXPECT_EQ(c.outputs[0].max_ulps, 2u);
+  EXPECT_EQ(compare_outputs({{"out", bf16({50, 100}, x)}}, {{"out", bf16({50, 100}, y)}}, {.strict_nan = true})
+                .outputs[0]
+                .mismatches,
+            4);
+}
+
+}  // namespace
+}  // namespace bitparity

@@ -115,3 +115,24 @@ TEST(DTypeTest, Fp8FormatsDecodeTheirExtremes) {
 
 }  // namespace
 }  // namespace bitparity
+
+namespace bitparity {
+namespace {
+
+// is_nan_bits' masks for the common formats against the hardware's and Eigen's NaN: every bf16 and
+// fp16 pattern, and fp32 at the boundaries and on a stride through all patterns.
+TEST(DTypeTest, NanBitsAgreeWithTheHardwareOnEveryFormat) {
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    ASSERT_EQ(is_nan_bits(DType::kBF16, bits), std::isnan(f32_from_bits(bits << 16))) << std::hex << bits;
+    const float half = static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(static_cast<uint16_t>(bits)));
+    ASSERT_EQ(is_nan_bits(DType::kFP16, bits), std::isnan(half)) << std::hex << bits;
+  }
+  for (uint32_t bits : {0x7F800000u, 0x7F800001u, 0xFF800000u, 0xFF800001u, 0x7FFFFFFFu, 0xFFFFFFFFu, 0x7F7FFFFFu,
+                        0x7FC00000u, 0x00000000u, 0x80000000u})
+    EXPECT_EQ(is_nan_bits(DType::kFP32, bits), std::isnan(f32_from_bits(bits))) << std::hex << bits;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 65521)
+    ASSERT_EQ(is_nan_bits(DType::kFP32, bits), std::isnan(f32_from_bits(static_cast<uint32_t>(bits)))) << std::hex << bits;
+}
+
+}  // namespace
+}  // namespace bitparity

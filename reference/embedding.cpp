@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -116,9 +117,11 @@ TensorMap backward(const Case& c, Fold fold) {
       for (int64_t p : ps) x.push_back(masked[static_cast<size_t>(p)] ? 0.0f : g.f32(p * H + h));
       d_weight.set_f32(v * H + h, fold(x, ps, g.dtype(), P, H));
     }
+    canonicalize_nans(d_weight, v * H, H);  // every stored value is an addition's result
   }
-  canonicalize_nans(d_weight);  // every stored value is an addition's result
-  return {{"d_weight", d_weight}};
+  TensorMap out;
+  out.emplace("d_weight", std::move(d_weight));  // moved: an initializer list would copy [V, H]
+  return out;
 }
 
 Impl impl(Fold fold) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -140,17 +141,28 @@ float atomic_sum(std::span<const float> x, DType each) {
 
 float canonical(float v) { return v != v ? f32_from_bits(math::kCanonicalNanBits) : v; }
 
-void canonicalize_nans(Tensor& t) {
-  uint64_t nan = 0;
+void canonicalize_nans(Tensor& t, int64_t first, int64_t count) {
+  // By element width and the format's masks (a NaN: every exponent bit and a mantissa bit set),
+  // without a call or a branch an element: outputs such as embedding's d_weight [V, H] are large
+  // beside their inputs.
+  auto each = [&]<typename Bits>(Bits magnitude, Bits infinity, Bits nan) {
+    uint8_t* p = t.data() + first * static_cast<int64_t>(sizeof(Bits));
+    for (int64_t i = 0; i < count; ++i, p += sizeof(Bits)) {
+      Bits b;
+      std::memcpy(&b, p, sizeof(Bits));
+      b = static_cast<Bits>(b & magnitude) > infinity ? nan : b;
+      std::memcpy(p, &b, sizeof(Bits));
+    }
+  };
   switch (t.dtype()) {
-    case DType::kFP32: nan = math::kCanonicalNanBits; break;
-    case DType::kBF16:
-    case DType::kFP16: nan = 0x7FFFu; break;
+    case DType::kFP32: each(uint32_t{0x7FFFFFFFu}, uint32_t{0x7F800000u}, static_cast<uint32_t>(math::kCanonicalNanBits)); break;
+    case DType::kBF16: each(uint16_t{0x7FFFu}, uint16_t{0x7F80u}, uint16_t{0x7FFFu}); break;
+    case DType::kFP16: each(uint16_t{0x7FFFu}, uint16_t{0x7C00u}, uint16_t{0x7FFFu}); break;
     default: return;
   }
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (is_nan_bits(t.dtype(), t.bits(i))) t.set_bits(i, nan);
 }
+
+void canonicalize_nans(Tensor& t) { canonicalize_nans(t, 0, t.numel()); }
 
 Impl with_canonical_nans(Impl impl) {
   return [impl = std::move(impl)](const Case& c, const ContractInfo& contract) {

@@ -83,6 +83,8 @@ float canonical(float v);
 // bf16 and fp16 0x7FFF (__float2bfloat16 and cvt.rn.f16.f32 write these for any NaN). An x86 NaN
 // keeps its input's payload; CUDA's does not, and eager PyTorch's outputs carry CUDA's.
 void canonicalize_nans(Tensor& t);
+// The same for elements first, ..., first + count - 1 only (the rows an output's reference wrote).
+void canonicalize_nans(Tensor& t, int64_t first, int64_t count);
 // An implementation whose every output is an arithmetic result (never a bit copy of an input):
 // `impl` with every NaN of its outputs canonical.
 Impl with_canonical_nans(Impl impl);
