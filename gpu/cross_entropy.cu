@@ -373,6 +373,28 @@ __device__ __forceinline__ void load_step(float (&v)[kBackwardLanes], const floa
   }
 }
 
+// A segment tree's last levels: warp 0's shuffles over its 32 threads (h = 16 kL, ..., kL), then the
+// levels inside a thread (h = kL / 2, ..., 1), whose result is valid in thread 0.
+template <int kL>
+__device__ __forceinline__ void warp_lanes_levels(Online (&o)[kL]) {
+#pragma unroll
+  for (int d = 16; d >= 1; d >>= 1)
+#pragma unroll
+    for (int j = 0; j < kL; ++j) {
+      const Online other{__shfl_down_sync(0xffffffffu, o[j].m, d), __shfl_down_sync(0xffffffffu, o[j].s, d)};
+      o[j] = combine(o[j], other);
+    }
+}
+
+template <int kL>
+__device__ __forceinline__ Online thread_lanes_levels(Online (&o)[kL]) {
+#pragma unroll
+  for (int h = kL / 2; h >= 1; h >>= 1)
+#pragma unroll
+    for (int j = 0; j < h; ++j) o[j] = combine(o[j], o[j + h]);
+  return o[0];
+}
+
 // A segment's halving tree over its 1024 lanes, thread q of kThreads holding the kL consecutive
 // lanes kL q + j: the levels whose partner is another warp (h >= 32 kL: thread q + h / kL, the same
 // j) in warp 0 after one block barrier, lane q < 32 combining the values of threads q + 32 k
@@ -401,19 +423,9 @@ __device__ Online lanes_tree(Online (&o)[kL], float (*sm_m)[kThreads], float (*s
         for (int k = 0; k < h; ++k) b[k] = combine_selected(b[k], b[k + h]);
       o[j] = b[0];
     }
-#pragma unroll
-    for (int d = 16; d >= 1; d >>= 1)
-#pragma unroll
-      for (int j = 0; j < kL; ++j) {
-        const Online other{__shfl_down_sync(0xffffffffu, o[j].m, d), __shfl_down_sync(0xffffffffu, o[j].s, d)};
-        o[j] = combine(o[j], other);
-      }
+    warp_lanes_levels(o);
   }
-#pragma unroll
-  for (int h = kL / 2; h >= 1; h >>= 1)
-#pragma unroll
-    for (int j = 0; j < h; ++j) o[j] = combine(o[j], o[j + h]);
-  return o[0];
+  return thread_lanes_levels(o);
 }
 
 // The same tree, level by level: each cross-warp level through shared memory behind its own block
@@ -436,19 +448,9 @@ __device__ Online lanes_tree_stepwise(Online (&o)[kL], float (*sm_m)[kThreads], 
     if (d > 32) __syncthreads();
   }
   if (q < 32) {
-#pragma unroll
-    for (int d = 16; d >= 1; d >>= 1)
-#pragma unroll
-      for (int j = 0; j < kL; ++j) {
-        const Online other{__shfl_down_sync(0xffffffffu, o[j].m, d), __shfl_down_sync(0xffffffffu, o[j].s, d)};
-        o[j] = combine(o[j], other);
-      }
+    warp_lanes_levels(o);
   }
-#pragma unroll
-  for (int h = kL / 2; h >= 1; h >>= 1)
-#pragma unroll
-    for (int j = 0; j < h; ++j) o[j] = combine(o[j], o[j + h]);
-  return o[0];
+  return thread_lanes_levels(o);
 }
 
 // The row's m and L from the 8 segments' results, part[] of each block of the cluster: their
