@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Records eager PyTorch's atomic baselines of the routing ops as bitparity-case/1 documents:
-permute's backward by `index_add_` and unpermute's forward by `scatter_add_` (no probs), the paths
-Megatron-LM core_r0.13.0 took before the aligned ones (bitparity's `baseline` contracts).
+Megatron-LM core_r0.13.0's permute (index_select; its backward index_add_) and unpermute
+(scatter_add_, with and without probs), the paths taken before the aligned ones (bitparity's
+`baseline` contracts; record_routing.py's permute_r013 and unpermute_r013, which the exec worker
+serves too).
 
 Their order of addition is the order of arrival, so only sums that no order changes are recorded:
 every token has k <= 2 experts, and a sum of at most two addends from +0 is the same in either
@@ -81,27 +83,40 @@ def docs_of(p, seed, notes):
     routing_map = torch.from_numpy(m).to(rr.DEVICE)
     sorted_indices = torch.tensor(sorted_tokens, dtype=torch.long, device=rr.DEVICE)
     assert torch.equal(sorted_indices, rr.sorted_indices_of(routing_map))
+    tokens = rr.on_device(tiny_values(rng, (T, H)), dt)
     d_permuted = rr.on_device(tiny_values(rng, (N, H)), dt)
     permuted = rr.on_device(tiny_values(rng, (N, H)), dt)
+    # fp32 probs of both scales: products of tiny rows land among fp32's subnormals too
+    probs = rr.on_device(rng.uniform(0, 1, (T, E)) * rr.np.exp2(rng.integers(-3, 4, (T, E))), "fp32")
+    shape = torch.Size([T, H])
 
     def d_tokens_of():
-        return torch.zeros(T, H, dtype=d_permuted.dtype, device=rr.DEVICE).index_add_(0, sorted_indices, d_permuted)
+        X = tokens.clone().requires_grad_(True)
+        (d,) = torch.autograd.grad(rr.permute_r013(X, sorted_indices), X, d_permuted)
+        return d
 
-    def out_of():
-        return rr.unpermute_scatter_add(permuted, sorted_indices, torch.Size([T, H]))
+    def outs_of():
+        return (rr.unpermute_r013(permuted, sorted_indices, shape),
+                rr.unpermute_r013(permuted, sorted_indices, shape, probs=probs, routing_map=routing_map))
 
-    d_tokens, out = d_tokens_of(), out_of()
+    with torch.no_grad():
+        moved = rr.permute_r013(tokens, sorted_indices)
+    d_tokens, (out, out_probs) = d_tokens_of(), outs_of()
     for _ in range(2):  # at most two addends a sum: every order gives the same bits
-        again_d, again_out = d_tokens_of(), out_of()
-        assert rr.same_bits(again_d, d_tokens) and rr.same_bits(again_out, out), "an order-dependent sum"
+        again_d, (again_out, again_probs) = d_tokens_of(), outs_of()
+        assert rr.same_bits(again_d, d_tokens) and rr.same_bits(again_out, out) and rr.same_bits(again_probs, out_probs), \
+            "an order-dependent sum"
     rr.sync()
     flush_facts(notes, d_permuted, slots, d_tokens, dt)
     flush_facts(notes, permuted, slots, out, dt)
+    fwd_in = {"permuted": rr.tensor_json(permuted), "routing_map": rr.tensor_json(routing_map)}
     return [
+        ("permute", "fwd", {"tokens": rr.tensor_json(tokens), "routing_map": rr.tensor_json(routing_map)},
+         {"permuted": rr.tensor_json(moved)}),
         ("permute", "bwd", {"d_permuted": rr.tensor_json(d_permuted), "routing_map": rr.tensor_json(routing_map)},
          {"d_tokens": rr.tensor_json(d_tokens)}),
-        ("unpermute", "fwd", {"permuted": rr.tensor_json(permuted), "routing_map": rr.tensor_json(routing_map)},
-         {"out": rr.tensor_json(out)}),
+        ("unpermute", "fwd", fwd_in, {"out": rr.tensor_json(out)}),
+        ("unpermute", "fwd", dict(fwd_in, probs=rr.tensor_json(probs)), {"out": rr.tensor_json(out_probs)}),
     ]
 
 

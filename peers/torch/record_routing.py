@@ -404,6 +404,25 @@ def unpermute_scatter_add(permuted_tokens, sorted_indices, restore_shape):
     return output_tokens
 
 
+def permute_r013(tokens, sorted_indices):
+    """core_r0.13.0's permute() (moe_utils.py, not fused, no drop_and_pad): index_select; its
+    backward, index_select's, is index_add_ into zeros (atomics)."""
+    return tokens.index_select(0, sorted_indices)
+
+
+def unpermute_r013(permuted_tokens, sorted_indices, restore_shape, probs=None, routing_map=None):
+    """core_r0.13.0's unpermute() (not fused, no drop_and_pad): with probs each row times its prob
+    (bf16 x fp32 promotes to fp32), scatter_add_ into zeros of the product's dtype, cast back."""
+    _, hidden = restore_shape
+    input_dtype = permuted_tokens.dtype
+    if probs is not None:
+        permuted_probs = probs.T.contiguous().masked_select(routing_map.T.contiguous())
+        permuted_tokens = permuted_tokens * permuted_probs.unsqueeze(-1)
+    output_tokens = torch.zeros(restore_shape, dtype=permuted_tokens.dtype, device=permuted_tokens.device)
+    output_tokens.scatter_add_(0, sorted_indices.unsqueeze(1).expand(-1, hidden), permuted_tokens)
+    return output_tokens.to(dtype=input_dtype)
+
+
 def sorted_indices_of(routing_map):
     T, E = routing_map.shape
     token_indices = torch.arange(T, device=routing_map.device).unsqueeze(0).expand(E, -1)

@@ -263,7 +263,8 @@ def test_recordings_are_read_gzip_or_plain_and_hostile_ones_name_the_file():
 # What the recorders' code runs, by op (peers/torch/record_*.py), written out independently of OPS.
 RECORDED_CONTRACTS = {
     "swiglu": {"megatron_eager", "megatron_unfused"}, "swiglu_scale": {"megatron_eager", "megatron_unfused"},
-    "router_topk": {"megatron_eager", "baseline"}, "permute": {"megatron_eager"}, "unpermute": {"megatron_eager"},
+    "router_topk": {"megatron_eager", "baseline"}, "permute": {"megatron_eager", "baseline"},
+    "unpermute": {"megatron_eager", "baseline"},
     "fanout_grad": {"glm45", "dsv4"}, "adamw_step": {"megatron_eager"},
     "grad_finalize": {"megatron_aligned", "megatron_r013"}, "embedding": {"megatron_eager", "baseline"},
     "cross_entropy": {"megatron_eager"}, "expert_mlp": {"megatron_eager"},

@@ -391,8 +391,19 @@ def serve_router_topk(c, contract):
 
 def serve_permute(c, contract):
     """Megatron's aligned permute(); the backward through _PermuteAlignedAutogradFn, whose gradient
-    does not read the tokens' values (zeros stand in for them)."""
+    does not read the tokens' values (zeros stand in for them). baseline: core_r0.13.0's
+    index_select, its backward index_add_ into zeros (atomics)."""
     routing_map = c.need("routing_map")
+    if contract == "baseline":
+        sorted_indices = rr.sorted_indices_of(routing_map)
+        if c.direction == "fwd":
+            with torch.no_grad():
+                return {"permuted": rr.permute_r013(c.need("tokens"), sorted_indices)}
+        d_permuted = c.need("d_permuted")
+        tokens = torch.zeros(routing_map.shape[0], d_permuted.shape[1], dtype=d_permuted.dtype, device=rr.DEVICE,
+                             requires_grad=True)
+        (d_tokens,) = torch.autograd.grad(rr.permute_r013(tokens, sorted_indices), tokens, d_permuted)
+        return {"d_tokens": d_tokens}
     if c.direction == "fwd":
         with torch.no_grad():
             permuted, _, _ = rr.permute_aligned(c.need("tokens"), routing_map)
@@ -412,11 +423,13 @@ def serve_unpermute(c, contract):
     routing_map, probs = c.need("routing_map"), c.inputs.get("probs")
     sorted_indices = rr.sorted_indices_of(routing_map)
     T = routing_map.shape[0]
+    # baseline: core_r0.13.0's unpermute (scatter_add_ into zeros, atomics), its backward by autograd
+    unpermute = rr.unpermute_r013 if contract == "baseline" else rr.unpermute_aligned
     if c.direction == "fwd":
         permuted = c.need("permuted")
         with torch.no_grad():
-            out = rr.unpermute_aligned(permuted, sorted_indices, torch.Size([T, permuted.shape[1]]), probs=probs,
-                                       routing_map=routing_map)
+            out = unpermute(permuted, sorted_indices, torch.Size([T, permuted.shape[1]]), probs=probs,
+                            routing_map=routing_map)
         return {"out": out}
     d_out = c.need("d_out")
     permuted = c.inputs.get("permuted")
@@ -430,7 +443,7 @@ def serve_unpermute(c, contract):
     if probs is not None:
         P = probs.clone().requires_grad_(True)
         wrt.append(P)
-    out = rr.unpermute_aligned(Z, sorted_indices, torch.Size([T, d_out.shape[1]]), probs=P, routing_map=routing_map)
+    out = unpermute(Z, sorted_indices, torch.Size([T, d_out.shape[1]]), probs=P, routing_map=routing_map)
     grads = torch.autograd.grad(out, wrt, d_out)
     result = {"d_permuted": grads[0]}
     if P is not None:
@@ -502,14 +515,13 @@ def serve_expert_mlp(c, contract):
 
 
 # op -> (its function, the contracts whose source the recorders' code runs). Not served: PaddleFleet's
-# fused kernels, the fused cross entropy, and the atomic baselines of permute, unpermute and
-# embedding, which no recorder runs.
+# fused kernels, the fused cross entropy, and embedding's atomic baseline, which no recorder runs.
 OPS = {
     "swiglu": (serve_swiglu, ("megatron_eager", "megatron_unfused")),
     "swiglu_scale": (serve_swiglu_scale, ("megatron_eager", "megatron_unfused")),
     "router_topk": (serve_router_topk, ("megatron_eager", "baseline")),
-    "permute": (serve_permute, ("megatron_eager",)),
-    "unpermute": (serve_unpermute, ("megatron_eager",)),
+    "permute": (serve_permute, ("megatron_eager", "baseline")),
+    "unpermute": (serve_unpermute, ("megatron_eager", "baseline")),
     "fanout_grad": (serve_fanout_grad, ("glm45", "dsv4")),
     "adamw_step": (serve_adamw_step, ("megatron_eager",)),
     "grad_finalize": (serve_grad_finalize, ("megatron_aligned", "megatron_r013")),
