@@ -62,7 +62,11 @@ const Registry& builtin_registry() {
     // Ops composed of other ops' contracts, on every kind that implements the stages.
     std::vector<std::string> kinds;
     for (const BackendKind& kind : r.backends()) kinds.push_back(kind.name);
-    for (const std::string& kind : kinds) r.add_impls(kind, ops::expert_mlp_impls(r, kind));
+    // The reference's gemm computes each row alone (its contracts' orders run over K only).
+    for (const std::string& kind : kinds)
+      r.add_impls(kind, ops::expert_mlp_impls(r, kind,
+                                              kind == "ref" ? ops::GemmRows::kIndependent
+                                                            : ops::GemmRows::kMayDependOnCount));
     return r;
   }();
   return registry;

@@ -123,6 +123,7 @@ Tensor transposed(const Tensor& t) {
 struct Stages {
   Impl gemm, scaled, plain;  // gemm, swiglu_scale, swiglu
   ContractInfo gemm_contract, scaled_contract, plain_contract;
+  GemmRows rows = GemmRows::kMayDependOnCount;
 };
 
 Tensor matmul(const Stages& s, const Tensor& a, const Tensor& b) {
@@ -151,7 +152,11 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
   const Tensor& x = *c.input("x");
   const Tensor& w1 = *c.input("w1");
   const Tensor& w2 = *c.input("w2");
-  const int64_t M = x.dim(0), Mp = padding == ExpertPadding::kMegatron ? expert_padded_rows(M) : M;
+  const int64_t M = x.dim(0);
+  // The forward's rows are independent through the activation (elementwise) and, where the kind's
+  // gemm says so, through both GEMMs: the padded rows would only be sliced away.
+  const bool only_returned_rows = c.direction == Direction::kForward && s.rows == GemmRows::kIndependent;
+  const int64_t Mp = padding == ExpertPadding::kMegatron && !only_returned_rows ? expert_padded_rows(M) : M;
   const Tensor xp = zero_padded_rows(x, Mp);
   std::optional<Tensor> pp;
   if (const Tensor* probs = c.input("probs")) pp = zero_padded_rows(*probs, Mp);
@@ -572,7 +577,7 @@ OpInfo expert_mlp() {
 }
 
 std::optional<Impl> expert_mlp_chain(const Registry& registry, const std::string& kind, const std::string& contract,
-                                     ExpertPadding padding) {
+                                     ExpertPadding padding, GemmRows rows) {
   for (const Composition& k : kCompositions) {
     if (contract != k.contract) continue;
     const Impl* gemm = registry.impl("gemm", kind + ":" + k.gemm_contract);
@@ -587,7 +592,8 @@ std::optional<Impl> expert_mlp_chain(const Registry& registry, const std::string
              *plain,
              *gemm_op->contract(k.gemm_contract),
              *scaled_op->contract(k.activation_contract),
-             *plain_op->contract(k.activation_contract)};
+             *plain_op->contract(k.activation_contract),
+             rows};
     return Impl([s, padding](const Case& c, const ContractInfo&) { return run_chain(s, c, padding); });
   }
   return std::nullopt;
@@ -599,11 +605,11 @@ std::vector<ExpertComposition> expert_mlp_compositions() {
   return out;
 }
 
-std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind) {
+std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind, GemmRows rows) {
   std::vector<ImplEntry> out;
   for (const Composition& k : kCompositions) {
     if (registry.impl(kOp, kind + ":" + k.contract)) continue;  // the kind has its own
-    if (std::optional<Impl> impl = expert_mlp_chain(registry, kind, k.contract, ExpertPadding::kMegatron))
+    if (std::optional<Impl> impl = expert_mlp_chain(registry, kind, k.contract, ExpertPadding::kMegatron, rows))
       out.push_back({kOp, k.contract, std::move(*impl)});
   }
   return out;

@@ -41,15 +41,22 @@ extern const char* const kExpertChainBoundDoc;
 // planted bug that forgets it (testing/planted_bugs.cpp).
 enum class ExpertPadding { kMegatron, kNone };
 
+// Whether a kind's gemm computes each output row from its own row of `a` alone, whatever the row
+// count (the reference's contracts do; a library may choose its algorithm, and so its order, by the
+// row count, which is why Megatron pads). Where it does, the forward computes only the rows it
+// returns: the padded rows' outputs are sliced away unread, so the bits are the padded chain's.
+enum class GemmRows { kMayDependOnCount, kIndependent };
+
 // The chain of contract `contract` on backend kind `kind` (its gemm and activation stages taken
 // from `registry`), or nothing when the kind lacks a stage.
 std::optional<Impl> expert_mlp_chain(const Registry& registry, const std::string& kind, const std::string& contract,
-                                     ExpertPadding padding);
+                                     ExpertPadding padding, GemmRows rows = GemmRows::kMayDependOnCount);
 
 // The implementations of expert_mlp's contracts on backend kind `kind`, each built from that kind's
 // implementations of the stage contracts in `registry` (those it lacks leave the contract out, and so
 // does a kind that implements the contract itself, as the CUDA backend's composed kernel record does).
 // Called by the composition root once the kind's stage implementations are registered.
-std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind);
+std::vector<ImplEntry> expert_mlp_impls(const Registry& registry, const std::string& kind,
+                                        GemmRows rows = GemmRows::kMayDependOnCount);
 
 }  // namespace bitparity::ops

@@ -90,7 +90,22 @@ uint32_t to_f32_toward_zero(int64_t S, int q) {
 
 }  // namespace
 
+namespace {
+uint32_t mma_bf16_special_step(const uint16_t* a, const uint16_t* b, uint32_t c);
+uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c);
+}  // namespace
+
 uint32_t mma_bf16_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
+  // Non-finite inputs first (their exponents all ones); most steps have none and skip the sorting.
+  bool any_special = ((c >> 23) & 0xFF) == 0xFF;
+  for (int k = 0; k < kMmaChunk; ++k) any_special |= ((a[k] & 0x7F80u) == 0x7F80u) | ((b[k] & 0x7F80u) == 0x7F80u);
+  if (any_special) return mma_bf16_special_step(a, b, c);
+  return mma_bf16_finite_step(a, b, c);
+}
+
+namespace {
+
+uint32_t mma_bf16_special_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
   bool nan = false, plus_inf = false, minus_inf = false;
   if (((c >> 23) & 0xFF) == 0xFF) {
     if (c & 0x7FFFFF) {
@@ -113,7 +128,12 @@ uint32_t mma_bf16_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
   if (nan || (plus_inf && minus_inf)) return kCanonicalNan;
   if (plus_inf) return kPlusInf;
   if (minus_inf) return kMinusInf;
+  return mma_bf16_finite_step(a, b, c);
+}
 
+// The step of finite inputs: the products and the accumulator aligned to the largest tag, summed
+// exactly, truncated to fp32.
+uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
   std::array<Term, kMmaChunk + 1> terms;
   terms[0] = accumulator(c);
   for (int k = 0; k < kMmaChunk; ++k) terms[static_cast<size_t>(k) + 1] = product(a[k], b[k]);
@@ -134,6 +154,8 @@ uint32_t mma_bf16_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
   }
   return to_f32_toward_zero(sum, q);
 }
+
+}  // namespace
 
 uint32_t fixed_order_dot(const uint16_t* a, int64_t a_stride, const uint16_t* b, int64_t b_stride, int64_t K) {
   uint32_t acc = 0;
