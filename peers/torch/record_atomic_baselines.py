@@ -18,7 +18,6 @@ drawn around 2^-126, where sums of normal values land among the subnormals.
 helpers (case layout, hex encoding, positions) are record_routing.py's.
 """
 import argparse
-import json
 import os
 import sys
 
@@ -127,20 +126,9 @@ def main():
     args = parser.parse_args()
     rr.load_torch()
     notes = {}
-    total = nonzero = 0
-    tmp = args.out + ".tmp"  # the file appears only when every case was recorded
-    try:
-        with open(tmp, "w") as f:
-            for p in plan():
-                for op, direction, inputs, outputs in docs_of(p, args.seed, notes):
-                    doc = rr.case_doc(op, direction, {}, inputs, outputs, rr.provenance("baseline", args.seed, p["index"]))
-                    f.write(json.dumps(doc) + "\n")
-                    total += 1
-                    nonzero += any(set(t["hex"]) - {"0"} for t in outputs.values())
-        os.replace(tmp, args.out)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    documents = (rr.case_doc(op, direction, {}, inputs, outputs, rr.provenance("baseline", args.seed, p["index"]))
+                 for p in plan() for op, direction, inputs, outputs in docs_of(p, args.seed, notes))
+    total, nonzero = rr.write_documents(args.out, documents)
     print("recorded %d cases with torch %s on %s to %s" % (total, rr.torch.__version__, rr.device_name(), args.out))
     for what in sorted(notes):
         print("NOTE %s: %d" % (what, notes[what]))

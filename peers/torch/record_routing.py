@@ -73,6 +73,24 @@ def case_doc(op, direction, attrs, inputs, outputs, provenance):
             "inputs": inputs, "outputs": outputs, "provenance": provenance}
 
 
+def write_documents(path, documents):
+    """Writes an iterable of case documents, one JSON line each, to `path` (the file appears only when
+    every document was written); returns (documents, documents with a non-zero output bit)."""
+    total = nonzero = 0
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w") as f:
+            for doc in documents:
+                f.write(json.dumps(doc) + "\n")
+                total += 1
+                nonzero += any(set(t["hex"]) - {"0"} for t in doc["outputs"].values())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return total, nonzero
+
+
 def f32_bits(x):
     return struct.unpack(">I", struct.pack(">f", x))[0]
 

@@ -45,6 +45,28 @@ def native_values(code, data):
 
 
 # ---- the codec -----------------------------------------------------------------------------------------
+def test_recorders_write_every_document_or_no_file():
+    rr = worker.rr
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "out.jsonl")
+        docs = [rr.case_doc("permute", "fwd", {}, {}, {"permuted": rr.tensor_doc("bf16", [1], hexs)}, {})
+                for hexs in ("0000", "3f80", "8000")]
+        assert rr.write_documents(path, iter(docs)) == (3, 2)
+        with open(path) as f:
+            assert [json.loads(line) for line in f] == docs
+
+        def failing():
+            yield docs[0]
+            raise RuntimeError("a case failed")
+        os.remove(path)
+        try:
+            rr.write_documents(path, failing())
+            raise AssertionError("the failure was swallowed")
+        except RuntimeError:
+            pass
+        assert os.listdir(d) == [], os.listdir(d)
+
+
 def test_decode_16_bit_elements_most_significant_digit_first():
     dtype, shape, data = worker.decode_tensor({"dtype": "bf16", "shape": [1, 4], "hex": "3f80c0000000ff80"}, "y")
     assert (dtype, shape) == ("bf16", [1, 4])
