@@ -172,7 +172,9 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
   out["d_w2"] = matmul(s, transposed(act), dp);
   const TensorMap d_activation = activation(s, c, Direction::kBackward, h, probs, &d_act);
   const Tensor& d_h = d_activation.at("d_y");
-  out["d_x"] = tensor_rows(matmul(s, d_h, transposed(w1)), 0, M);
+  // d_x's rows are d_h's, one each, where the gemm computes rows alone: only the returned ones.
+  const bool rows_alone = s.rows == GemmRows::kIndependent;
+  out["d_x"] = tensor_rows(matmul(s, rows_alone ? tensor_rows(d_h, 0, M) : d_h, transposed(w1)), 0, M);
   out["d_w1"] = matmul(s, transposed(xp), d_h);
   if (probs) out["d_probs"] = tensor_rows(d_activation.at("d_scale"), 0, M);
   return out;
