@@ -200,15 +200,7 @@ uint64_t from_double(DType dtype, double value) {
   throw std::invalid_argument("from_double: not a floating dtype");
 }
 
-bool is_nan_bits(DType dtype, uint64_t bits) {
-  // The common formats by their masks (every exponent bit set, a mantissa bit set); the others
-  // through their Format.
-  switch (dtype) {
-    case DType::kFP32: return (bits & 0x7FFFFFFFu) > 0x7F800000u;
-    case DType::kBF16: return (bits & 0x7FFFu) > 0x7F80u;
-    case DType::kFP16: return (bits & 0x7FFFu) > 0x7C00u;
-    default: break;
-  }
+bool format_nan_bits(DType dtype, uint64_t bits) {
   if (dtype == DType::kFP64) return std::isnan(f64_from_bits(bits));
   const Format* f = format_of(dtype);
   return f != nullptr && format_is_nan(*f, bits);

@@ -58,7 +58,17 @@ double to_double(DType dtype, uint64_t bits);
 // RNE from a double to a floating dtype, in a single rounding (no double rounding through fp32).
 uint64_t from_double(DType dtype, double value);
 
-bool is_nan_bits(DType dtype, uint64_t bits);
+// Whether `bits` is a NaN of `dtype`: the common formats by their masks (every exponent bit set, a
+// mantissa bit set), inline for loops over large tensors; the others through their Format.
+bool format_nan_bits(DType dtype, uint64_t bits);
+inline bool is_nan_bits(DType dtype, uint64_t bits) {
+  switch (dtype) {
+    case DType::kFP32: return (bits & 0x7FFFFFFFu) > 0x7F800000u;
+    case DType::kBF16: return (bits & 0x7FFFu) > 0x7F80u;
+    case DType::kFP16: return (bits & 0x7FFFu) > 0x7C00u;
+    default: return format_nan_bits(dtype, bits);
+  }
+}
 bool is_inf_bits(DType dtype, uint64_t bits);
 bool is_subnormal_bits(DType dtype, uint64_t bits);
 

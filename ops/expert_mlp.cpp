@@ -153,10 +153,12 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
   const Tensor& w1 = *c.input("w1");
   const Tensor& w2 = *c.input("w2");
   const int64_t M = x.dim(0);
-  // The forward's rows are independent through the activation (elementwise) and, where the kind's
-  // gemm says so, through both GEMMs: the padded rows would only be sliced away.
-  const bool only_returned_rows = c.direction == Direction::kForward && s.rows == GemmRows::kIndependent;
-  const int64_t Mp = padding == ExpertPadding::kMegatron && !only_returned_rows ? expert_padded_rows(M) : M;
+  // Where the kind's gemm computes rows alone, a row sliced away is not computed: the forward's rows
+  // are independent through the activation (elementwise) and both GEMMs, so it pads nothing, and
+  // the backward's d_x takes the returned rows of d_h only.
+  const bool rows_alone = s.rows == GemmRows::kIndependent;
+  const bool pads = padding == ExpertPadding::kMegatron && !(rows_alone && c.direction == Direction::kForward);
+  const int64_t Mp = pads ? expert_padded_rows(M) : M;
   const Tensor xp = zero_padded_rows(x, Mp);
   std::optional<Tensor> pp;
   if (const Tensor* probs = c.input("probs")) pp = zero_padded_rows(*probs, Mp);
@@ -172,8 +174,6 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
   out["d_w2"] = matmul(s, transposed(act), dp);
   const TensorMap d_activation = activation(s, c, Direction::kBackward, h, probs, &d_act);
   const Tensor& d_h = d_activation.at("d_y");
-  // d_x's rows are d_h's, one each, where the gemm computes rows alone: only the returned ones.
-  const bool rows_alone = s.rows == GemmRows::kIndependent;
   out["d_x"] = tensor_rows(matmul(s, rows_alone ? tensor_rows(d_h, 0, M) : d_h, transposed(w1)), 0, M);
   out["d_w1"] = matmul(s, transposed(xp), d_h);
   if (probs) out["d_probs"] = tensor_rows(d_activation.at("d_scale"), 0, M);

@@ -142,22 +142,20 @@ float atomic_sum(std::span<const float> x, DType each) {
 float canonical(float v) { return v != v ? f32_from_bits(math::kCanonicalNanBits) : v; }
 
 void canonicalize_nans(Tensor& t, int64_t first, int64_t count) {
-  // By element width and the format's masks (a NaN: every exponent bit and a mantissa bit set),
-  // without a call or a branch an element: outputs such as embedding's d_weight [V, H] are large
-  // beside their inputs.
-  auto each = [&]<typename Bits>(Bits magnitude, Bits infinity, Bits nan) {
+  // By element width, without Tensor::bits' per-element dispatch: outputs such as embedding's
+  // d_weight [V, H] are large beside their inputs.
+  auto each = [&]<typename Bits>(Bits nan) {
     uint8_t* p = t.data() + first * static_cast<int64_t>(sizeof(Bits));
     for (int64_t i = 0; i < count; ++i, p += sizeof(Bits)) {
       Bits b;
       std::memcpy(&b, p, sizeof(Bits));
-      b = static_cast<Bits>(b & magnitude) > infinity ? nan : b;
-      std::memcpy(p, &b, sizeof(Bits));
+      if (is_nan_bits(t.dtype(), b)) std::memcpy(p, &nan, sizeof(Bits));
     }
   };
   switch (t.dtype()) {
-    case DType::kFP32: each(uint32_t{0x7FFFFFFFu}, uint32_t{0x7F800000u}, static_cast<uint32_t>(math::kCanonicalNanBits)); break;
-    case DType::kBF16: each(uint16_t{0x7FFFu}, uint16_t{0x7F80u}, uint16_t{0x7FFFu}); break;
-    case DType::kFP16: each(uint16_t{0x7FFFu}, uint16_t{0x7C00u}, uint16_t{0x7FFFu}); break;
+    case DType::kFP32: each(static_cast<uint32_t>(math::kCanonicalNanBits)); break;
+    case DType::kBF16:
+    case DType::kFP16: each(uint16_t{0x7FFFu}); break;
     default: return;
   }
 }

@@ -72,8 +72,9 @@ float sequential_sum(std::span<const float> x, DType each);
 // The values added in ascending order from +0 as the device's atomic adds of `each` compute them:
 // bf16 as sequential_sum; fp32 (atom.add.f32 / RED.ADD.F32.FTZ) flushes a subnormal addend and a
 // subnormal result to a zero of its sign, so that +0 + a subnormal is +0. Eager PyTorch's fp32
-// scatter_add_ on an H200 flushes so (peers/torch/routing.jsonl.gz, the router's gather path);
-// its bf16 atomics keep subnormals. The order a reference fixes for the atomic baselines.
+// scatter_add_ and index_add_ on an H200 flush so (peers/torch/routing_atomic.jsonl.gz, and the
+// router's gather path in routing.jsonl.gz); its bf16 atomics keep subnormals. The order a
+// reference fixes for the atomic baselines.
 float atomic_sum(std::span<const float> x, DType each);
 
 // An arithmetic result as the GPU's fp32 units write it: any NaN becomes 0x7FFFFFFF.

@@ -4,7 +4,6 @@
 // logits dtype. Inputs have passed the op's validate (ops/router_topk.cpp).
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -205,7 +204,7 @@ std::vector<float> slot_gradients(const Router& r, std::span<const float> G, std
 // subnormal addend to a sign-preserving zero, so a subnormal dG becomes +0 too (eager PyTorch on the
 // H200 gives +0 where dP is subnormal and k = 1, fp32 logits). bf16's add is not flushed.
 float scatter_add_onto_zero(DType logits_dtype, float dG) {
-  if (logits_dtype == DType::kFP32 && std::fabs(dG) < std::numeric_limits<float>::min()) return 0.0f;
+  if (logits_dtype == DType::kFP32) return atomic_sum(std::span<const float>(&dG, 1), DType::kFP32);
   return 0.0f + dG;
 }
 
