@@ -75,8 +75,9 @@ void add_exec_flags(CLI::App& app, ExecFlags& flags) {
                  "TOOL (memcheck, racecheck, synccheck or initcheck): the backend kind TOOL, bitparity's CUDA "
                  "kernels under `compute-sanitizer --tool TOOL`, one case a worker process (slow: a fresh process "
                  "and CUDA context a case, so campaigns run a sample). A case on which the tool reports an error or "
-                 "a hazard is a sanitizer_hazard finding, shrunk in fresh workers, with the tool's report; name "
-                 "pairs TOOL:CONTRACT. compute-sanitizer is taken from BITPARITY_COMPUTE_SANITIZER, else PATH, "
+                 "a hazard is a sanitizer_hazard finding, shrunk in fresh workers, with the tool's report (racecheck "
+                 "reports that all lie inside a closed library's kernels, cuBLAS's, are named on stderr and not "
+                 "judged); name pairs TOOL:CONTRACT. compute-sanitizer is taken from BITPARITY_COMPUTE_SANITIZER, else PATH, "
                  "else /usr/local/cuda/bin. Repeatable or comma-separated.")
       ->delimiter(',')
       ->check(CLI::IsMember({"memcheck", "racecheck", "synccheck", "initcheck"}))

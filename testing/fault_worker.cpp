@@ -6,7 +6,10 @@
 //   fault_worker MODE     MODE: none, crash (SIGSEGV), abort, hang (sleeps forever),
 //                         garbage (answers a line that is not JSON), exit (exit status 3),
 //                         hazard (answers, then at the end of its input reports a race the way
-//                         compute-sanitizer does and exits with its --error-exitcode, 86)
+//                         compute-sanitizer does and exits with its --error-exitcode, 86),
+//                         library_hazard (the same, with the tool's banner and host backtraces,
+//                         the race inside a kernel that cuBLAS launched), mixed_hazard (that
+//                         report and one inside a kernel of its own)
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -25,7 +28,7 @@ int main(int argc, char** argv) {
     bool three = false;
     for (int64_t i = 0; x && i < x->numel(); ++i) three = three || x->f32(i) == 3.0f;
     if (!three || mode == "none") return;
-    if (mode == "hazard") {
+    if (mode == "hazard" || mode == "library_hazard" || mode == "mixed_hazard") {
       hazard = true;
       return;
     }
@@ -39,6 +42,25 @@ int main(int argc, char** argv) {
   };
   const int status = bitparity::peers::serve_worker(registry, "ref", std::cin, std::cout, before_case);
   if (!hazard) return status;
+  const auto report = [](const char* kernel, const char* launcher) {
+    std::cerr << "========= Error: Potential WAR hazard detected at __shared__ 0x1034488 in block (1,63,0) :\n"
+              << "=========     Read Thread (63,0,0) at " << kernel << "+0xaf0\n"
+              << "=========     Write Thread (256,0,0) at " << kernel << "+0x29b0\n"
+              << "=========     Current Value : 127, Incoming Value : 127\n"
+              << "=========     Saved host backtrace up to driver entry point at kernel launch time\n"
+              << "=========         Host Frame: cuLaunchKernelEx [0x39fc2f] in libcuda.so.1\n"
+              << "=========         Host Frame: " << launcher << "\n"
+              << "=========         Host Frame: main [0x88a4f] in fault_worker\n"
+              << "========= \n";
+  };
+  if (mode != "hazard") {  // as racecheck with --show-backtrace both writes them (CUDA 13)
+    std::cerr << "========= COMPUTE-SANITIZER\n";
+    report("nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NNT", " [0x32c9090] in libcublasLt.so.13");
+    if (mode == "mixed_hazard") report("void planted_reduce<4>(float*)", "launch_planted() [0xd8d1a] in fault_worker");
+    std::cerr << "========= RACECHECK SUMMARY: " << (mode == "mixed_hazard" ? 2 : 1) << " hazards displayed (3 errors, 0 warnings)"
+              << std::endl;
+    return 86;
+  }
   // As compute-sanitizer's racecheck writes a report (CUDA 13), then its summary.
   std::cerr << "========= Error: Potential RAW hazard detected at __shared__ 0x580 in block (0,0,0) :\n"
                "=========     Write Thread (96,0,0) at planted_reduce+0xd0\n"

@@ -10,7 +10,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <iostream>
+#include <set>
 #include <stdexcept>
+#include <string_view>
 
 #include "core/error.h"
 
@@ -132,6 +136,22 @@ void WorkerProcess::await_exit(Clock::time_point deadline) {
   stop();
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   const bool hazard = WIFEXITED(status) && WEXITSTATUS(status) == options_.hazard_exit_status;
+  if (hazard && options_.library_hazards_not_judged && racecheck_library_only(stderr_tail_, kSanitizerPrintLimit)) {
+    // Every report lies in a closed library's kernel: the answer stands; each kernel named once.
+    static std::mutex named_mutex;
+    static std::set<std::string> named;
+    std::set<std::string> kernels;
+    for (const SanitizerReport& r : sanitizer_reports(stderr_tail_)) kernels.insert(r.kernel + " (" + r.library + ")");
+    std::lock_guard<std::mutex> lock(named_mutex);
+    for (const std::string& k : kernels) {
+      if (std::find(library_hazards_.begin(), library_hazards_.end(), k) == library_hazards_.end())
+        library_hazards_.push_back(k);
+      if (named.insert(k).second)
+        std::cerr << "bitparity: " << options_.name << ": racecheck reports inside a closed library's kernel, not "
+                  << "judged (not bitparity's code; the case's outputs are compared as usual): " << k << "\n";
+    }
+    return;
+  }
   // The checker's own lines ("========= ..."), the banner and the summary aside; else the tail.
   std::string report;
   size_t kept = 0;
@@ -266,18 +286,113 @@ void WorkerProcess::fault(const std::string& what) {
   throw DeviceFault(message);
 }
 
+namespace {
+
+// Whether `line` is compute-sanitizer's ("========= ..."); its text past the prefix in *text.
+bool tool_line(std::string_view line, std::string_view* text) {
+  if (line.rfind("=========", 0) != 0) return false;
+  line.remove_prefix(9);
+  while (!line.empty() && (line.front() == ' ' || line.front() == '\t')) line.remove_prefix(1);
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
+  *text = line;
+  return true;
+}
+
+bool starts_with_any(std::string_view text, std::initializer_list<std::string_view> prefixes) {
+  for (std::string_view p : prefixes)
+    if (text.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+// "libcublasLt.so.13" from "... in libcublasLt.so.13", where the library is a closed one of the
+// CUDA ecosystem; empty otherwise.
+std::string closed_library(std::string_view frame) {
+  const size_t in = frame.rfind(" in ");
+  if (in == std::string_view::npos) return "";
+  std::string_view file = frame.substr(in + 4);
+  const size_t slash = file.rfind('/');
+  if (slash != std::string_view::npos) file.remove_prefix(slash + 1);
+  for (std::string_view stem : {"libcublasLt.so", "libcublas.so", "libcudnn", "libnccl.so", "libcufft.so",
+                                "libcurand.so", "libcusparse.so", "libcusolver.so"})
+    if (file.rfind(stem, 0) == 0) return std::string(file);
+  return "";
+}
+
+}  // namespace
+
+std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
+  std::vector<SanitizerReport> reports;
+  bool in_report = false, host_seen = false;
+  for (size_t start = 0; start < log.size();) {
+    const size_t end = std::min(log.find('\n', start), log.size());
+    const std::string_view line(log.data() + start, end - start);
+    start = end + 1;
+    std::string_view text;
+    if (!tool_line(line, &text)) continue;
+    if (starts_with_any(text, {"Error:", "ERROR:", "Warning:", "WARNING:"})) {
+      reports.push_back({"?", ""});
+      in_report = true;
+      host_seen = false;
+      continue;
+    }
+    if (text.find("SUMMARY:") != std::string_view::npos) {
+      in_report = false;
+      continue;
+    }
+    if (!in_report) continue;
+    SanitizerReport& r = reports.back();
+    // "Read Thread (63,0,0) at KERNEL+0xaf0", memcheck's "at KERNEL+0x70 in file.cu:12"
+    const size_t at = text.find("at ");
+    const size_t offset = text.rfind("+0x");
+    if (r.kernel == "?" && at != std::string_view::npos && (at == 0 || text[at - 1] == ' ') &&
+        offset != std::string_view::npos && offset > at + 3 && text.find("Host Frame:") == std::string_view::npos)
+      r.kernel = std::string(text.substr(at + 3, offset - at - 3));
+    if (!host_seen && text.rfind("Host Frame:", 0) == 0 && text.find("libcuda.so") == std::string_view::npos) {
+      host_seen = true;  // the first frame past the driver decides
+      r.library = closed_library(text);
+    }
+  }
+  return reports;
+}
+
+bool racecheck_library_only(const std::string& log, int print_limit) {
+  if (log.find("COMPUTE-SANITIZER") == std::string::npos) return false;  // the log's start was cut
+  const size_t summary = log.rfind("RACECHECK SUMMARY: ");
+  if (summary == std::string::npos) return false;
+  size_t i = summary + 19;
+  long long hazards = 0;
+  bool digits = false;
+  for (; i < log.size() && std::isdigit(static_cast<unsigned char>(log[i])); ++i, digits = true)
+    hazards = std::min<long long>(hazards * 10 + (log[i] - '0'), 1LL << 40);
+  if (!digits || hazards <= 0 || hazards >= print_limit) return false;  // none, or some left unprinted
+  const std::vector<SanitizerReport> reports = sanitizer_reports(log);
+  if (reports.empty()) return false;
+  for (const SanitizerReport& r : reports)
+    if (r.library.empty()) return false;
+  return true;
+}
+
+std::vector<std::string> WorkerProcess::library_hazards() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return library_hazards_;
+}
+
 WorkerOptions sanitized_worker(const std::string& compute_sanitizer, const std::string& tool,
                                const std::vector<std::string>& worker_argv, double seconds) {
   WorkerOptions options;
   options.name = tool + " (compute-sanitizer)";
   options.argv = {compute_sanitizer, "--tool", tool, "--error-exitcode", std::to_string(kSanitizerHazardExitStatus),
-                  "--print-limit", "20", "--show-backtrace", "device", "--log-file", "/dev/stderr"};
-  if (tool == "racecheck") options.argv.insert(options.argv.end(), {"--racecheck-report", "all"});
+                  "--print-limit", std::to_string(kSanitizerPrintLimit), "--show-backtrace", "both",
+                  "--log-file", "/dev/stderr"};
+  if (tool == "racecheck") {
+    options.argv.insert(options.argv.end(), {"--racecheck-report", "all"});
+    options.library_hazards_not_judged = true;
+  }
   options.argv.insert(options.argv.end(), worker_argv.begin(), worker_argv.end());
   options.environment.emplace_back("BITPARITY_CUDA_BUFFERS", "separate");
   options.start_seconds = seconds;
   options.request_seconds = seconds;
-  options.stderr_keep_bytes = 65536;
+  options.stderr_keep_bytes = size_t{8} << 20;  // every report of a case, each with its backtraces
   options.hazard_exit_status = kSanitizerHazardExitStatus;
   return options;
 }

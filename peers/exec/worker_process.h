@@ -33,7 +33,29 @@ struct WorkerOptions {
   // makes the request throw SanitizerHazard with the child's report, any other status but 0 is a
   // DeviceFault, and the next request starts a fresh child.
   int hazard_exit_status = 0;
+  // With hazard_exit_status: a report of compute-sanitizer's racecheck whose every hazard lies in a
+  // kernel that a closed library launched (racecheck_library_only) does not fail the case; the
+  // kernels are named once on bitparity's standard error and kept (library_hazards()).
+  bool library_hazards_not_judged = false;
 };
+
+// One report of compute-sanitizer's racecheck in a worker's log: the kernel it names ("?" where the report
+// names none) and the library whose code launched it (the first host frame past the CUDA driver:
+// "libcublasLt.so.13"), empty where that frame is not a closed library's (bitparity's own code, or
+// no host backtrace).
+struct SanitizerReport {
+  std::string kernel;
+  std::string library;
+};
+
+// The reports of a racecheck log ("========= Error: ..." and "Warning: ..." blocks), in order.
+std::vector<SanitizerReport> sanitizer_reports(const std::string& log);
+
+// Whether a racecheck log reports hazards and every one of them lies in a closed library's kernel
+// (cuBLAS, cuDNN, NCCL, ...): the log is whole (its banner kept), its summary counts hazards below
+// `print_limit` (none left unprinted), and each printed report's launching library is known. Such
+// reports are about NVIDIA's code, which no change to the kernels under test can fix.
+bool racecheck_library_only(const std::string& log, int print_limit);
 
 class WorkerProcess {
  public:
@@ -54,6 +76,8 @@ class WorkerProcess {
   void reset();
 
   int starts() const { return starts_; }  // how many times a child was started
+  // "KERNEL (LIBRARY)" of every racecheck report left unjudged (library_hazards_not_judged).
+  std::vector<std::string> library_hazards() const;
   const WorkerOptions& options() const { return options_; }
   // The last bytes the current or the last child wrote to its standard error.
   std::string stderr_tail() const { return stderr_tail_; }
@@ -70,7 +94,7 @@ class WorkerProcess {
   [[noreturn]] void fault(const std::string& what);
 
   WorkerOptions options_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   pid_t pid_ = -1;
   int io_fd_ = -1;      // our end of the socket pair: the child's stdin and stdout
   int stderr_fd_ = -1;  // the read end of the child's stderr pipe
@@ -78,17 +102,21 @@ class WorkerProcess {
   std::string stderr_tail_;
   std::string hello_;
   int starts_ = 0;
+  std::vector<std::string> library_hazards_;
 };
 
 // What compute-sanitizer exits with when its tool reported an error (--error-exitcode).
 inline constexpr int kSanitizerHazardExitStatus = 86;
+// The reports a sanitized worker's tool prints at most (--print-limit).
+inline constexpr int kSanitizerPrintLimit = 1000;
 
 // A worker that runs `worker_argv` under `compute_sanitizer --tool TOOL` (memcheck, racecheck,
 // synccheck, initcheck), as `bitparity --sanitizer TOOL` starts them: one case a process, the
 // tool's error exit status after the answer a SanitizerHazard (hazard_exit_status), the tool's
 // report on the worker's standard error (by default it writes to standard output, the protocol
-// channel), at most 20 reports a run with device backtraces only (the host's is always the
-// worker's loop), racecheck reporting warnings too, and a device buffer a
+// channel), device and host backtraces (the host's names the library that launched a kernel),
+// racecheck reporting warnings too and leaving hazards inside a closed library's kernels unjudged
+// (library_hazards_not_judged), and a device buffer a
 // tensor (BITPARITY_CUDA_BUFFERS=separate, gpu/runtime.h) so that memcheck knows each tensor's
 // bounds. `seconds` bounds the start and each request.
 WorkerOptions sanitized_worker(const std::string& compute_sanitizer, const std::string& tool,
