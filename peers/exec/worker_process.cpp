@@ -382,8 +382,8 @@ WorkerOptions sanitized_worker(const std::string& compute_sanitizer, const std::
   WorkerOptions options;
   options.name = tool + " (compute-sanitizer)";
   options.argv = {compute_sanitizer, "--tool", tool, "--error-exitcode", std::to_string(kSanitizerHazardExitStatus),
-                  "--print-limit", std::to_string(kSanitizerPrintLimit), "--show-backtrace", "both",
-                  "--log-file", "/dev/stderr"};
+                  "--print-limit", std::to_string(kSanitizerPrintLimit), "--log-file", "/dev/stderr"};
+  // The tool's default backtraces, host and device: the host's names the library that launched a kernel.
   if (tool == "racecheck") {
     options.argv.insert(options.argv.end(), {"--racecheck-report", "all"});
     options.library_hazards_not_judged = true;
