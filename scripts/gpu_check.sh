@@ -17,11 +17,13 @@
 #                                with the `bitparity` command for GPU campaigns; also packed as
 #                                build/gpu-carry.tar.xz. Carry the folder or the packed file.
 #                                The property programs' binary is packed apart, as
-#                                build/gpu-carry-properties.tar.xz: the device tool takes at most
-#                                64 MiB a call, source tree included, so the whole check is two
-#                                calls: build/gpu-carry.tar.xz with SKIP_PROPERTIES=1, then
-#                                build/gpu-carry-properties.tar.xz with every other part skipped
-#                                (SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_HAZARDS=1 SKIP_BENCH=1 SKIP_PLUGINS=1).
+#                                build/gpu-carry-properties.tar.xz. The device tool takes at most
+#                                64 MiB a call, source tree included; packed with xz -9e (a
+#                                dictionary that spans the programs' shared code: about 11 and
+#                                9 MB) both fit one call, and the whole check is one call. Carry
+#                                one of them to run a part (the properties alone: every other
+#                                part skipped, SKIP_TESTS=1 SKIP_SANITIZER=1 SKIP_HAZARDS=1
+#                                SKIP_BENCH=1 SKIP_PLUGINS=1).
 #   scripts/gpu_check.sh unpack  On the GPU machine: unpack build/gpu-carry.tar.xz and/or
 #                                build/gpu-carry-properties.tar.xz, whichever came. A campaign run
 #                                there by hand: LD_LIBRARY_PATH=build/gpu-carry/lib
@@ -76,10 +78,13 @@ stage() {
   # git state, and campaign reports and corpus entries record this one (BITPARITY_COMMIT).
   git -C "$ROOT" rev-parse HEAD >"$CARRY/COMMIT" 2>/dev/null || rm -f "$CARRY/COMMIT"
   # Compressed files travel to the GPU machine; `gpu_check.sh unpack` there restores the folder. The
-  # property programs' binary is packed apart ($CARRY-properties.tar.xz): with the other programs
-  # and the source tree it passes the device tool's 64 MiB, so a call carries one file or the other.
+  # property programs' binary is packed apart ($CARRY-properties.tar.xz), so that a call may carry
+  # one part's programs alone.
   local base
   base=$(basename "$CARRY")
+  # xz -9e: its 64 MiB dictionary spans the programs, which share most of their code (35 MB at xz's
+  # default level, 11 MB here); the device tool carries at most 64 MiB a call, source tree included.
+  export XZ_OPT=${XZ_OPT:--9e -T0}
   tar cJf "$CARRY.tar.xz" -C "$(dirname "$CARRY")" --exclude="$base/gpu_property_tests" "$base"
   tar cJf "$CARRY-properties.tar.xz" -C "$(dirname "$CARRY")" "$base/gpu_property_tests" "$base/lib"
   echo "staged in $CARRY ($(du -h "$CARRY.tar.xz" | cut -f1) as $CARRY.tar.xz, the property programs" \
