@@ -94,10 +94,17 @@ TEST(ExecBackend, CrashIsADeviceFaultAndTheNextCaseGetsAFreshWorker) {
     } catch (const DeviceFault& e) {
       const std::string m = e.what();
       EXPECT_NE(m.find("worker faulty"), std::string::npos) << m;
-      if (std::string(mode) == "crash") EXPECT_NE(m.find("signal 11"), std::string::npos) << m;
-      if (std::string(mode) == "exit") EXPECT_NE(m.find("exited with status 3"), std::string::npos) << m;
-      if (std::string(mode) == "garbage") EXPECT_NE(m.find("broke the protocol"), std::string::npos) << m;
-      else EXPECT_NE(m.find("planted"), std::string::npos) << "the worker's stderr is not in the message: " << m;
+      if (std::string(mode) == "crash") {
+        EXPECT_NE(m.find("signal 11"), std::string::npos) << m;
+      }
+      if (std::string(mode) == "exit") {
+        EXPECT_NE(m.find("exited with status 3"), std::string::npos) << m;
+      }
+      if (std::string(mode) == "garbage") {
+        EXPECT_NE(m.find("broke the protocol"), std::string::npos) << m;
+      } else {
+        EXPECT_NE(m.find("planted"), std::string::npos) << "the worker's stderr is not in the message: " << m;
+      }
     }
     EXPECT_TRUE(same_bits(run_impl(r, "faulty:strict", good), run_impl(r, "ref:strict", good)));
     EXPECT_EQ(worker->starts(), 2);
@@ -340,7 +347,9 @@ TEST(ExecCampaign, SurvivesAFaultingWorkerAndRecordsTheCase) {
       const Tensor& x = *entry.c.input("x");
       for (int64_t i = 0; i < x.numel(); ++i) three = three || x.f32(i) == 3.0f;
       EXPECT_TRUE(three) << f.file;
-      if (std::string(mode) == "crash") EXPECT_EQ(x.dim(1), 1) << f.file << ": not shrunk to the 3.0's column";
+      if (std::string(mode) == "crash") {
+        EXPECT_EQ(x.dim(1), 1) << f.file << ": not shrunk to the 3.0's column";
+      }
       const corpus::ReplayResult replayed = corpus::replay_entry(r, entry);
       EXPECT_EQ(replayed.status, corpus::ReplayStatus::kPass) << replayed.summary;
     }
