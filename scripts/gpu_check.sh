@@ -313,7 +313,8 @@ if os.path.exists(timed_out_path):
 
 # A racecheck report whose kernel a closed library launched (the first host frame past the driver is
 # cuBLAS's, cuDNN's, ...): not bitparity's code, which no change here can fix. Such reports are
-# counted and named apart; any other report fails the check.
+# counted and named apart; any other report fails the check. The same libraries as the sanitizer
+# campaign's rule (peers/exec/worker_process.cpp, closed_library).
 LIBRARY_FRAME = re.compile(r"\bin (lib(?:cublasLt|cublas|cudnn[a-z_]*|nccl|cufft|curand|cusparse|cusolver)\.so\S*)")
 
 def hazard_reports(text):

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "peers/exec/serve.h"
+#include "testing/sanitizer_log.h"
 #include "testing/toy_op.h"
 
 int main(int argc, char** argv) {
@@ -42,23 +43,11 @@ int main(int argc, char** argv) {
   };
   const int status = bitparity::peers::serve_worker(registry, "ref", std::cin, std::cout, before_case);
   if (!hazard) return status;
-  const auto report = [](const char* kernel, const char* launcher) {
-    std::cerr << "========= Error: Potential WAR hazard detected at __shared__ 0x1034488 in block (1,63,0) :\n"
-              << "=========     Read Thread (63,0,0) at " << kernel << "+0xaf0\n"
-              << "=========     Write Thread (256,0,0) at " << kernel << "+0x29b0\n"
-              << "=========     Current Value : 127, Incoming Value : 127\n"
-              << "=========     Saved host backtrace up to driver entry point at kernel launch time\n"
-              << "=========         Host Frame: cuLaunchKernelEx [0x39fc2f] in libcuda.so.1\n"
-              << "=========         Host Frame: " << launcher << "\n"
-              << "=========         Host Frame: main [0x88a4f] in fault_worker\n"
-              << "========= \n";
-  };
-  if (mode != "hazard") {  // as racecheck with --show-backtrace both writes them (CUDA 13)
-    std::cerr << "========= COMPUTE-SANITIZER\n";
-    report("nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NNT", " [0x32c9090] in libcublasLt.so.13");
-    if (mode == "mixed_hazard") report("void planted_reduce<4>(float*)", "launch_planted() [0xd8d1a] in fault_worker");
-    std::cerr << "========= RACECHECK SUMMARY: " << (mode == "mixed_hazard" ? 2 : 1) << " hazards displayed (3 errors, 0 warnings)"
-              << std::endl;
+  if (mode != "hazard") {  // as racecheck writes them with host backtraces (CUDA 13)
+    namespace t = bitparity::testing;
+    std::cerr << t::kSanitizerBanner << t::racecheck_report(t::kCublasKernel, t::kCublasLaunch);
+    if (mode == "mixed_hazard") std::cerr << t::racecheck_report("void planted_reduce<4>(float*)", t::kOwnLaunch);
+    std::cerr << t::racecheck_summary(mode == "mixed_hazard" ? 2 : 1) << std::flush;
     return 86;
   }
   // As compute-sanitizer's racecheck writes a report (CUDA 13), then its summary.

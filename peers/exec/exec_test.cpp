@@ -20,6 +20,7 @@
 #include "peers/exec/exec_backend.h"
 #include "peers/exec/serve.h"
 #include "testing/fault_campaign.h"
+#include "testing/sanitizer_log.h"
 #include "testing/toy_op.h"
 
 namespace bitparity::peers {
@@ -156,48 +157,38 @@ TEST(ExecBackend, AHazardExitStatusAfterTheAnswerIsASanitizerHazard) {
   EXPECT_EQ(crashed.reject_class, "device_fault") << crashed.message;
 }
 
-// compute-sanitizer's reports as a racecheck run with host backtraces prints them (CUDA 13).
-std::string racecheck_report(const std::string& kernel, const std::string& launcher) {
-  return "========= Error: Potential WAR hazard detected at __shared__ 0x1034488 in block (1,63,0) :\n"
-         "=========     Read Thread (63,0,0) at " + kernel + "+0xaf0\n"
-         "=========     Write Thread (256,0,0) at " + kernel + "+0x29b0\n"
-         "=========     Saved host backtrace up to driver entry point at kernel launch time\n"
-         "=========         Host Frame: cuLaunchKernelEx [0x39fc2f] in libcuda.so.1\n"
-         "=========         Host Frame: " + launcher + "\n"
-         "=========         Host Frame: main [0x88a4f] in bitparity\n"
-         "=========\n";
-}
-const std::string kBanner = "========= COMPUTE-SANITIZER\n";
-const std::string kCublas = " [0x32c9090] in /usr/local/cuda/lib64/libcublasLt.so.13";
-const std::string kOurs = "bitparity::gpu::launch_cross_entropy(bitparity::gpu::CrossEntropy const&) [0xd8d1a] in bitparity";
-std::string summary(int hazards) {
-  return "========= RACECHECK SUMMARY: " + std::to_string(hazards) + " hazards displayed (9 errors, 0 warnings)\n";
-}
+using testing::kCublasKernel;
+using testing::kSanitizerBanner;
+using testing::racecheck_report;
+using testing::racecheck_summary;
 
 // A racecheck log counts as the library's alone only where every printed report's kernel was
 // launched from a closed library and nothing was left out of the log.
 TEST(SanitizerLog, RacecheckReportsInsideALibrarysKernelsAreTold) {
-  const std::string theirs = racecheck_report("nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NNT", kCublas);
-  const std::string ours = racecheck_report("void bitparity::gpu::fused_backward_bulk_kernel<512, 4>(bitparity::gpu::CrossEntropy)", kOurs);
-  const std::vector<SanitizerReport> both = sanitizer_reports(kBanner + theirs + ours + summary(2));
+  const std::string theirs = racecheck_report(kCublasKernel, testing::kCublasLaunch);
+  const std::string ours = racecheck_report(
+      "void bitparity::gpu::fused_backward_bulk_kernel<512, 4>(bitparity::gpu::CrossEntropy)", testing::kOwnLaunch);
+  const std::vector<SanitizerReport> both = sanitizer_reports(kSanitizerBanner + theirs + ours + racecheck_summary(2));
   ASSERT_EQ(both.size(), 2u);
-  EXPECT_EQ(both[0].kernel, "nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NNT");
+  EXPECT_EQ(both[0].kernel, kCublasKernel);
   EXPECT_EQ(both[0].library, "libcublasLt.so.13");
   EXPECT_EQ(both[1].kernel, "void bitparity::gpu::fused_backward_bulk_kernel<512, 4>(bitparity::gpu::CrossEntropy)");
   EXPECT_EQ(both[1].library, "");
-  EXPECT_TRUE(racecheck_library_only(kBanner + theirs + theirs + summary(2), 1000));
-  EXPECT_FALSE(racecheck_library_only(kBanner + theirs + ours + summary(2), 1000)) << "ours beside the library's";
-  EXPECT_FALSE(racecheck_library_only(kBanner + ours + summary(1), 1000));
-  EXPECT_FALSE(racecheck_library_only(theirs + summary(1), 1000)) << "the log's start was cut off";
-  EXPECT_FALSE(racecheck_library_only(kBanner + theirs + summary(1000), 1000)) << "reports left unprinted";
-  EXPECT_FALSE(racecheck_library_only(kBanner + theirs, 1000)) << "no summary";
-  EXPECT_FALSE(racecheck_library_only(kBanner + summary(0), 1000)) << "no hazard";
+  EXPECT_TRUE(racecheck_library_only(kSanitizerBanner + theirs + theirs + racecheck_summary(2), 1000));
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + theirs + ours + racecheck_summary(2), 1000))
+      << "ours beside the library's";
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + ours + racecheck_summary(1), 1000));
+  EXPECT_FALSE(racecheck_library_only(theirs + racecheck_summary(1), 1000)) << "the log's start was cut off";
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + theirs + racecheck_summary(1000), 1000))
+      << "reports left unprinted";
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + theirs, 1000)) << "no summary";
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + racecheck_summary(0), 1000)) << "no hazard";
   // A report without a host backtrace (--show-backtrace device) names no library: judged.
   const std::string device_only =
       "========= Error: Potential RAW hazard detected at __shared__ 0x580 in block (0,0,0) :\n"
       "=========     Write Thread (96,0,0) at planted_reduce+0xd0\n";
   EXPECT_EQ(sanitizer_reports(device_only).at(0).kernel, "planted_reduce");
-  EXPECT_FALSE(racecheck_library_only(kBanner + device_only + summary(1), 1000));
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + device_only + racecheck_summary(1), 1000));
 }
 
 // A sanitized worker whose checker reports only inside cuBLAS's kernels: its answer stands and the
@@ -211,7 +202,7 @@ TEST(ExecBackend, LibraryOnlyRacecheckReportsLeaveTheAnswer) {
   const auto worker = add_exec_backend(r, "racecheck", library);
   EXPECT_TRUE(same_bits(run_impl(r, "racecheck:strict", flagged), run_impl(r, "ref:strict", flagged)));
   ASSERT_EQ(worker->library_hazards().size(), 1u);
-  EXPECT_EQ(worker->library_hazards()[0], "nvjet_sm90_tst_64x32_64x16_1x2_h_bz_NNT (libcublasLt.so.13)");
+  EXPECT_EQ(worker->library_hazards()[0], std::string(kCublasKernel) + " (libcublasLt.so.13)");
   WorkerOptions mixed = fault_worker("mixed_hazard");
   mixed.hazard_exit_status = 86;
   mixed.library_hazards_not_judged = true;

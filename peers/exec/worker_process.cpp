@@ -305,7 +305,7 @@ bool starts_with_any(std::string_view text, std::initializer_list<std::string_vi
 }
 
 // "libcublasLt.so.13" from "... in libcublasLt.so.13", where the library is a closed one of the
-// CUDA ecosystem; empty otherwise.
+// CUDA ecosystem; empty otherwise. The same libraries as scripts/gpu_check.sh's LIBRARY_FRAME.
 std::string closed_library(std::string_view frame) {
   const size_t in = frame.rfind(" in ");
   if (in == std::string_view::npos) return "";
