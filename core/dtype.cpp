@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace bitparity {
@@ -140,16 +141,6 @@ bool is_floating(DType dtype) {
   return dtype != DType::kBool && dtype != DType::kI32 && dtype != DType::kI64;
 }
 
-uint32_t f32_bits(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
-float f32_from_bits(uint32_t bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
 uint64_t f64_bits(double value) {
   uint64_t bits;
   std::memcpy(&bits, &value, sizeof bits);
@@ -161,14 +152,6 @@ double f64_from_bits(uint64_t bits) {
   return value;
 }
 
-uint16_t bf16_from_f32(float value) {
-  uint32_t u = f32_bits(value);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);  // RNE on the 16 dropped bits; a carry may reach Inf
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float f32_from_bf16(uint16_t bits) { return f32_from_bits(static_cast<uint32_t>(bits) << 16); }
 
 uint16_t fp16_from_f32(float value) {
   return static_cast<uint16_t>(encode(kFP16, static_cast<double>(value)));
@@ -176,26 +159,42 @@ uint16_t fp16_from_f32(float value) {
 
 float f32_from_fp16(uint16_t bits) { return static_cast<float>(decode(kFP16, bits)); }
 
-float round_to(DType dtype, float value) {
-  switch (dtype) {
-    case DType::kBF16: return f32_from_bf16(bf16_from_f32(value));
-    case DType::kFP16: return f32_from_fp16(fp16_from_f32(value));
-    case DType::kFP32: return value;
-    default: throw std::invalid_argument("round_to: not a bf16/fp16/fp32 dtype");
-  }
-}
+void throw_not_a_rounding_dtype() { throw std::invalid_argument("round_to: not a bf16/fp16/fp32 dtype"); }
 
 double to_double(DType dtype, uint64_t bits) {
   if (dtype == DType::kFP64) return f64_from_bits(bits);
   if (dtype == DType::kFP32) return f32_from_bits(static_cast<uint32_t>(bits));
+  if (dtype == DType::kBF16) return f32_from_bf16(static_cast<uint16_t>(bits));  // exact; a NaN stays a NaN of its sign
   if (const Format* f = format_of(dtype)) return decode(*f, bits);
   if (dtype == DType::kBool) return bits != 0;
   if (dtype == DType::kI32) return static_cast<int32_t>(static_cast<uint32_t>(bits));
   return static_cast<double>(static_cast<int64_t>(bits));
 }
 
+namespace {
+
+// RNE from a double to bf16 in one rounding, through fp32 rounded to odd (toward zero, its last bit
+// set when inexact): fp32 keeps 16 bits below bf16's last, so the odd bit stands for the dropped
+// remainder and can neither make nor break a tie, and bf16_from_f32's RNE of it is the double's.
+// Overflow lands on FLT_MAX | 1, which rounds to Inf as every double beyond bf16's range does.
+uint16_t bf16_from_double(double value) {
+  if (std::isnan(value)) return std::signbit(value) ? 0xFFC0u : 0x7FC0u;  // encode's quiet NaN, sign kept
+  float f = static_cast<float>(value);
+  if (std::isinf(f) && !std::isinf(value)) {
+    f = std::copysign(std::numeric_limits<float>::max(), f);
+  } else if (std::fabs(static_cast<double>(f)) > std::fabs(value)) {
+    f = std::nextafter(f, 0.0f);
+  }
+  uint32_t bits = f32_bits(f);
+  if (static_cast<double>(f) != value) bits |= 1u;
+  return bf16_from_f32(f32_from_bits(bits));
+}
+
+}  // namespace
+
 uint64_t from_double(DType dtype, double value) {
   if (dtype == DType::kFP64) return f64_bits(value);
+  if (dtype == DType::kBF16) return bf16_from_double(value);
   if (const Format* f = format_of(dtype)) return encode(*f, value);
   throw std::invalid_argument("from_double: not a floating dtype");
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,21 +38,42 @@ constexpr int dtype_size(DType dtype) {
 }
 bool is_floating(DType dtype);
 
-// --- bit views -------------------------------------------------------------------------------
-uint32_t f32_bits(float value);
-float f32_from_bits(uint32_t bits);
+// --- bit views (inline: the references call them once an element) -------------------------------
+inline uint32_t f32_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+inline float f32_from_bits(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
 uint64_t f64_bits(double value);
 double f64_from_bits(uint64_t bits);
 
 // --- bf16 / fp16 (RNE; NaN stays NaN with its sign, overflow goes to +-Inf) ---------------------
-uint16_t bf16_from_f32(float value);
-float f32_from_bf16(uint16_t bits);
+inline uint16_t bf16_from_f32(float value) {
+  uint32_t u = f32_bits(value);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);  // RNE on the 16 dropped bits; a carry may reach Inf
+  return static_cast<uint16_t>(u >> 16);
+}
+inline float f32_from_bf16(uint16_t bits) { return f32_from_bits(static_cast<uint32_t>(bits) << 16); }
 uint16_t fp16_from_f32(float value);
 float f32_from_fp16(uint16_t bits);
 
 // Rounds an fp32 value to `dtype` (bf16, fp16 or fp32) and back: the value an fp32 computation
-// has once it is stored in a tensor of that dtype.
-float round_to(DType dtype, float value);
+// has once it is stored in a tensor of that dtype. Throws std::invalid_argument for other dtypes.
+[[noreturn]] void throw_not_a_rounding_dtype();
+inline float round_to(DType dtype, float value) {
+  switch (dtype) {
+    case DType::kBF16: return f32_from_bf16(bf16_from_f32(value));
+    case DType::kFP16: return f32_from_fp16(fp16_from_f32(value));
+    case DType::kFP32: return value;
+    default: throw_not_a_rounding_dtype();
+  }
+}
 
 // Exact value of a floating-point bit pattern of `dtype` (every such value is a double).
 double to_double(DType dtype, uint64_t bits);

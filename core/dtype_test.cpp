@@ -1,7 +1,12 @@
 #include "core/dtype.h"
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <random>
+#include <vector>
+
+#include <mpfr.h>
 
 #include <Eigen/Core>
 #include <gtest/gtest.h>
@@ -94,6 +99,44 @@ TEST(DTypeTest, RoundsTiesToEvenAndOverflowsToInf) {
   EXPECT_EQ(fp16_from_f32(65519.0f), 0x7bff);
   EXPECT_EQ(from_double(DType::kFP32, 0x1p-150), 0u);      // tie below the smallest subnormal: even (0)
   EXPECT_EQ(from_double(DType::kFP32, 0x1.8p-149), 2u);    // tie between 1 and 2 subnormal ulps: even
+}
+
+// from_double to bf16 against MPFR's single rounding (8-bit significand, bf16's exponent range,
+// subnormals) on doubles around every kind of bf16 boundary: exact ties and their neighbours one
+// double ulp away (where rounding through fp32 first would go wrong), subnormals, the overflow
+// threshold, and random bit patterns.
+uint16_t mpfr_bf16(double v) {
+  if (std::isnan(v)) return std::signbit(v) ? 0xFFC0u : 0x7FC0u;
+  mpfr_set_emin(-132);  // 2^-133, bf16's smallest subnormal, is 0.5 * 2^-132
+  mpfr_set_emax(128);
+  mpfr_t x;
+  mpfr_init2(x, 8);
+  const int inex = mpfr_set_d(x, v, MPFR_RNDN);
+  mpfr_subnormalize(x, inex, MPFR_RNDN);
+  const float f = mpfr_get_flt(x, MPFR_RNDN);  // exact: every bf16 value is an fp32
+  mpfr_clear(x);
+  mpfr_set_emin(mpfr_get_emin_min());
+  mpfr_set_emax(mpfr_get_emax_max());
+  return static_cast<uint16_t>(f32_bits(f) >> 16);
+}
+
+TEST(DTypeTest, DoubleToBf16RoundsOnceAsMpfrDoes) {
+  std::mt19937_64 rng(11);
+  std::vector<double> values = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN, 0x1p-134, 0x1p-133, 0x1.8p-133,
+                                0x1p-1074, -0x1p-1074, 0x1.fep127, 0x1.ffp127, std::nextafter(0x1.ffp127, 0.0),
+                                0x1p128, 1e300, -1e300, static_cast<double>(std::numeric_limits<float>::max())};
+  for (int i = 0; i < 200000; ++i) {
+    // A bf16 value (normal or subnormal) plus half its ulp: the tie, and a double ulp either side.
+    const uint16_t h = static_cast<uint16_t>(rng() & 0x7F7Fu) | static_cast<uint16_t>(rng() & 0x8000u);
+    const double base = f32_from_bf16(h);
+    const int exponent = (h >> 7) & 0xFF;
+    const double half_ulp = std::ldexp(1.0, (exponent == 0 ? 1 : exponent) - 127 - 8);
+    const double tie = base + std::copysign(half_ulp, base);
+    values.insert(values.end(), {tie, std::nextafter(tie, 0.0), std::nextafter(tie, INFINITY), std::nextafter(tie, -INFINITY)});
+    values.push_back(std::bit_cast<double>(rng()));
+    values.push_back(std::ldexp(static_cast<double>(rng() >> 11), -53 - static_cast<int>(rng() % 200)));
+  }
+  for (double v : values) ASSERT_EQ(from_double(DType::kBF16, v), mpfr_bf16(v)) << std::hexfloat << v;
 }
 
 TEST(DTypeTest, UlpDistanceCountsRepresentableSteps) {

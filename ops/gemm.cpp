@@ -373,17 +373,32 @@ Tensor bf16_with_exponents(Shape shape, uint64_t seed, int lo, int hi) {
 // give what IEEE fp64 gives.
 std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
   const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
-  Eigen::MatrixXd A(M, K), B(K, N);
+  // a's rows and b's columns as contiguous vectors; a zero row (a padded expert's) against a column
+  // of finite values sums +-0 products from +0, which is +0, and is not walked.
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  RowMajor rows(M, K), columns(N, K);
+  std::vector<char> zero_row(static_cast<size_t>(M), 1), finite_column(static_cast<size_t>(N), 1);
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) A(m, k) = a.f64(m * K + k);
+    for (int64_t k = 0; k < K; ++k) {
+      const double v = a.f64(m * K + k);
+      rows(m, k) = v;
+      if (v != 0) zero_row[static_cast<size_t>(m)] = 0;
+    }
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) B(k, n) = b.f64(k * N + n);
+    for (int64_t n = 0; n < N; ++n) {
+      const double v = b.f64(k * N + n);
+      columns(n, k) = v;
+      if (!std::isfinite(v)) finite_column[static_cast<size_t>(n)] = 0;
+    }
   std::vector<double> out(static_cast<size_t>(M * N));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      // Sequential, so that Eigen's blocking does not turn an Inf * 0 into a different NaN pattern.
+      if (zero_row[static_cast<size_t>(m)] && finite_column[static_cast<size_t>(n)]) continue;  // out stays +0
+      // Sequential, so that a blocked order does not turn an Inf * 0 into a different NaN pattern.
+      const double* x = rows.row(m).data();
+      const double* y = columns.row(n).data();
       double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += A(m, k) * B(k, n);
+      for (int64_t k = 0; k < K; ++k) s += x[k] * y[k];
       out[static_cast<size_t>(m * N + n)] = s;
     }
   return out;

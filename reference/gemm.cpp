@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdlib>
+#include <vector>
 
 #include "core/dtype.h"
 #include "ops/gemm.h"
@@ -19,49 +20,9 @@ constexpr uint32_t kPlusInf = 0x7F800000u, kMinusInf = 0xFF800000u;
 constexpr int kKeptBits = 25;
 constexpr int kNoTerm = -100000;
 
-// A term of the fused sum: value sig * 2^exp, aligned by its tag.
-struct Term {
-  int64_t sig = 0;
-  int exp = 0;
-  int tag = 0;
-};
-
 bool bf16_is_nan(uint16_t h) { return (h & 0x7F80u) == 0x7F80u && (h & 0x7Fu) != 0; }
 bool bf16_is_inf(uint16_t h) { return (h & 0x7FFFu) == 0x7F80u; }
 bool bf16_is_zero(uint16_t h) { return (h & 0x7FFFu) == 0; }
-
-// A bf16 product as the unit forms it: the integer product of the two 8-bit significands (hidden
-// bit included where normal), tag ea + eb, value P * 2^(ea + eb - 14).
-Term product(uint16_t a, uint16_t b) {
-  auto decode = [](uint16_t h, int& e, int64_t& m) {
-    const int biased = (h >> 7) & 0xFF;
-    m = h & 0x7F;
-    if (biased == 0) {
-      e = -126;
-    } else {
-      e = biased - 127;
-      m |= 0x80;
-    }
-  };
-  int ea = 0, eb = 0;
-  int64_t ma = 0, mb = 0;
-  decode(a, ea, ma);
-  decode(b, eb, mb);
-  const int64_t p = ma * mb;
-  return {((a ^ b) & 0x8000u) ? -p : p, ea + eb - 14, ea + eb};
-}
-
-// The fp32 accumulator as a term: significand (hidden bit where normal), tag e, value m * 2^(e - 23).
-Term accumulator(uint32_t c) {
-  const int biased = static_cast<int>((c >> 23) & 0xFF);
-  int64_t m = c & 0x7FFFFF;
-  int e = -126;
-  if (biased != 0) {
-    e = biased - 127;
-    m |= 0x800000;
-  }
-  return {(c >> 31) ? -m : m, e - 23, e};
-}
 
 // S * 2^q rounded toward zero to fp32 (subnormals kept; overflow to +-Inf); S = 0 gives +0, and so
 // does a nonzero S that rounds to zero (below 2^-149): the H200 writes +0 for a negative one too
@@ -132,27 +93,44 @@ uint32_t mma_bf16_special_step(const uint16_t* a, const uint16_t* b, uint32_t c)
 }
 
 // The step of finite inputs: the products and the accumulator aligned to the largest tag, summed
-// exactly, truncated to fp32.
+// exactly, truncated to fp32. A product of bf16 significands (hidden bit where normal; a subnormal
+// decodes with e = -126) is P * 2^(tag - 14), tag = ea + eb; the accumulator is m * 2^(e - 23), tag
+// e. Each is truncated to a multiple of 2^(Emax - kKeptBits): a product is (|P| << 11) >> (Emax -
+// tag), the accumulator (|m| << 2) >> (Emax - e), both below 2^28, so 17 of them sum exactly in an
+// int64. Zero terms take no part in Emax (and contribute 0 whatever their shift). The loops carry
+// no branch on the data: the terms of one step have unrelated exponents.
 uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
-  std::array<Term, kMmaChunk + 1> terms;
-  terms[0] = accumulator(c);
-  for (int k = 0; k < kMmaChunk; ++k) terms[static_cast<size_t>(k) + 1] = product(a[k], b[k]);
+  int32_t sig[kMmaChunk];
+  int tag[kMmaChunk];
   int emax = kNoTerm;
-  for (const Term& t : terms)
-    if (t.sig != 0 && t.tag > emax) emax = t.tag;
-  if (emax == kNoTerm) return 0;
-  const int q = emax - kKeptBits;
-  // Left shifts are at most 11 bits (a product's exp is its tag - 14), so every aligned term is
-  // below 2^28 and the sum of 17 of them fits an int64 with room to spare.
-  int64_t sum = 0;
-  for (const Term& t : terms) {
-    if (t.sig == 0) continue;
-    const int shift = q - t.exp;
-    const int64_t magnitude = std::llabs(t.sig);
-    const int64_t aligned = shift <= 0 ? magnitude << (-shift) : (shift >= 63 ? 0 : magnitude >> shift);
-    sum += t.sig < 0 ? -aligned : aligned;
+  for (int k = 0; k < kMmaChunk; ++k) {
+    const uint32_t ua = a[k], ub = b[k];
+    const uint32_t biased_a = (ua >> 7) & 0xFF, biased_b = (ub >> 7) & 0xFF;
+    const auto pa = static_cast<int32_t>((ua & 0x7F) | (biased_a != 0 ? 0x80u : 0u));
+    const auto pb = static_cast<int32_t>((ub & 0x7F) | (biased_b != 0 ? 0x80u : 0u));
+    const int32_t p = pa * pb;
+    const int t = static_cast<int>(biased_a + (biased_a == 0)) + static_cast<int>(biased_b + (biased_b == 0)) - 254;
+    sig[k] = ((ua ^ ub) & 0x8000u) != 0 ? -p : p;
+    tag[k] = t;
+    const int counted = p != 0 ? t : kNoTerm;
+    emax = counted > emax ? counted : emax;
   }
-  return to_f32_toward_zero(sum, q);
+  const uint32_t biased_c = (c >> 23) & 0xFF;
+  const auto mc = static_cast<int64_t>((c & 0x7FFFFF) | (biased_c != 0 ? 0x800000u : 0u));
+  const int ec = static_cast<int>(biased_c + (biased_c == 0)) - 127;
+  const int counted_c = mc != 0 ? ec : kNoTerm;
+  emax = counted_c > emax ? counted_c : emax;
+  if (emax == kNoTerm) return 0;
+  auto right_shift = [](int s) { return s < 0 ? 0 : (s > 63 ? 63 : s); };  // 0 only for zero terms' tags
+  int64_t sum = 0;
+  for (int k = 0; k < kMmaChunk; ++k) {
+    const int32_t s = sig[k];
+    const int64_t aligned = (static_cast<int64_t>(s < 0 ? -s : s) << 11) >> right_shift(emax - tag[k]);
+    sum += s < 0 ? -aligned : aligned;
+  }
+  const int64_t aligned_c = (mc << 2) >> right_shift(emax - ec);
+  sum += (c >> 31) != 0 ? -aligned_c : aligned_c;
+  return to_f32_toward_zero(sum, emax - kKeptBits);
 }
 
 }  // namespace
@@ -173,21 +151,68 @@ uint32_t fixed_order_dot(const uint16_t* a, int64_t a_stride, const uint16_t* b,
 
 namespace {
 
+// A GEMM operand as fixed_order walks it: each of its vectors (a row of a, a column of b) as
+// contiguous K-chunks of kMmaChunk (the last padded with zeros), and per chunk whether every value
+// is a zero (+-0) and whether any is not finite.
+struct ChunkedOperand {
+  static constexpr uint8_t kAllZero = 1, kNonFinite = 2;
+  int64_t chunks = 0;
+  std::vector<uint16_t> values;  // [vector][chunks * kMmaChunk]
+  std::vector<uint8_t> flags;    // [vector][chunks]
+
+  // Vector v's element k is data[v * v_stride + k * k_stride].
+  ChunkedOperand(const uint16_t* data, int64_t vectors, int64_t K, int64_t v_stride, int64_t k_stride)
+      : chunks((K + kMmaChunk - 1) / kMmaChunk),
+        values(static_cast<size_t>(vectors * chunks * kMmaChunk), 0),
+        flags(static_cast<size_t>(vectors * chunks), kAllZero) {
+    for (int64_t v = 0; v < vectors; ++v)
+      for (int64_t k = 0; k < K; ++k) {
+        const uint16_t h = data[v * v_stride + k * k_stride];
+        values[static_cast<size_t>(v * chunks * kMmaChunk + k)] = h;
+        uint8_t& f = flags[static_cast<size_t>(v * chunks + k / kMmaChunk)];
+        if ((h & 0x7FFFu) != 0) f &= static_cast<uint8_t>(~kAllZero);
+        if ((h & 0x7F80u) == 0x7F80u) f |= kNonFinite;
+      }
+  }
+  const uint16_t* chunk(int64_t v, int64_t c) const {
+    return values.data() + static_cast<size_t>((v * chunks + c) * kMmaChunk);
+  }
+  uint8_t flag(int64_t v, int64_t c) const { return flags[static_cast<size_t>(v * chunks + c)]; }
+};
+
+// A chunk whose 16 products are all zero (a zero times a finite value) is not taken: the step of
+// zero products returns its accumulator unchanged whatever it holds (a finite value, +-Inf or the
+// canonical NaN that steps return; never -0, which a step does not produce), so the result is
+// fixed_order_dot's. A chunk with a non-finite value on either side is taken through the full step.
+uint32_t chunked_dot(const ChunkedOperand& a, int64_t m, const ChunkedOperand& b, int64_t n) {
+  constexpr uint8_t kZero = ChunkedOperand::kAllZero, kSpecial = ChunkedOperand::kNonFinite;
+  uint32_t acc = 0;
+  for (int64_t c = 0; c < a.chunks; ++c) {
+    const uint8_t fa = a.flag(m, c), fb = b.flag(n, c);
+    if (((fa & kZero) && !(fb & kSpecial)) || ((fb & kZero) && !(fa & kSpecial))) continue;
+    if (((fa | fb) & kSpecial) == 0 && ((acc >> 23) & 0xFF) != 0xFF) {
+      acc = mma_bf16_finite_step(a.chunk(m, c), b.chunk(n, c), acc);
+    } else {
+      acc = mma_bf16_step(a.chunk(m, c), b.chunk(n, c), acc);
+    }
+  }
+  return acc;
+}
+
 // out[m, n] = bf16(fixed_order_dot(a[m, :], b[:, n])), RNE; a NaN accumulator stores as 0x7FFF.
 TensorMap fixed_order(const Case& c, const ContractInfo&) {
   const Tensor& a = *c.input("a");
   const Tensor& b = *c.input("b");
   const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
-  const auto* ap = reinterpret_cast<const uint16_t*>(a.data());
-  const auto* bp = reinterpret_cast<const uint16_t*>(b.data());
   Tensor out(DType::kBF16, {M, N});
+  if (K == 0) {  // no chunk: every output +0, and the operands (which may hold no data) are not read
+    for (int64_t i = 0; i < M * N; ++i) out.set_bits(i, 0);
+    return {{"out", out}};
+  }
+  const ChunkedOperand rows(reinterpret_cast<const uint16_t*>(a.data()), M, K, K, 1);
+  const ChunkedOperand columns(reinterpret_cast<const uint16_t*>(b.data()), N, K, 1, N);
   for (int64_t m = 0; m < M; ++m)
-    for (int64_t n = 0; n < N; ++n) {
-      // At K = 0, b holds no element and its data may be null: no offset n is taken from it (a's
-      // offset m * K is then 0).
-      const uint16_t* column = K > 0 ? bp + n : bp;
-      out.set_f32(m * N + n, f32_from_bits(fixed_order_dot(ap + m * K, 1, column, N, K)));
-    }
+    for (int64_t n = 0; n < N; ++n) out.set_f32(m * N + n, f32_from_bits(chunked_dot(rows, m, columns, n)));
   return {{"out", out}};
 }
 

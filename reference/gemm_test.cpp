@@ -4,8 +4,10 @@
 // another chunk order) gives a different pattern.
 #include "reference/gemm.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <random>
 
 #include <gtest/gtest.h>
 
@@ -175,6 +177,87 @@ TEST(GemmReference, OutputsRoundTheAccumulatorToBf16Once) {
   out = (*r.impl("gemm", "ref:fixed_order"))(c, contract);
   EXPECT_EQ(out.at("out").bits(0), 0x3F82u);
   EXPECT_EQ(out.at("out").bits(1), 0x3F81u);
+}
+
+// The GEMM reference skips a K-chunk whose products are all zero (a zero chunk of one operand and no
+// Inf or NaN in the other's). Against fixed_order_dot output by output, on operands built to hold
+// every kind of chunk: zero rows (padded experts), zero columns, zero chunks inside a row, -0s,
+// Infs and NaNs in a zero row's partner column, tails of K that are not a multiple of 16, and
+// accumulators that are already Inf or NaN when a zero chunk follows.
+TEST(GemmReference, SkippedZeroChunksGiveFixedOrderDotsBits) {
+  std::mt19937 rng(13);
+  const Registry& r = builtin_registry();
+  const ContractInfo& contract = *r.op("gemm")->contract("fixed_order");
+  int zero_against_special = 0, special_then_zero = 0, skipped = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 6), K = 1 + static_cast<int64_t>(rng() % 50),
+                  N = 1 + static_cast<int64_t>(rng() % 6);
+    Tensor a(DType::kBF16, {M, K}), b(DType::kBF16, {K, N});
+    auto value = [&]() -> uint16_t {
+      switch (rng() % 16) {
+        case 0: return kInf;
+        case 1: return kMinusInf;
+        case 2: return kNan;
+        case 3: return kMinusZero;
+        default: return static_cast<uint16_t>(((rng() % 2) << 15) | ((118 + rng() % 20) << 7) | (rng() % 128));
+      }
+    };
+    const bool sparse_specials = trial % 2 == 0;  // half the trials keep Inf and NaN rare
+    auto draw = [&]() -> uint16_t {
+      const uint16_t v = value();
+      return sparse_specials && (v & 0x7F80u) == 0x7F80u && rng() % 8 != 0 ? kOne : v;
+    };
+    for (int64_t m = 0; m < M; ++m) {
+      const bool zero_row = rng() % 3 == 0;
+      const int64_t zero_chunk = static_cast<int64_t>(rng() % 4);  // this chunk of the row is zeros
+      for (int64_t k = 0; k < K; ++k)
+        a.set_bits(m * K + k, zero_row || k / kMmaChunk == zero_chunk ? (rng() % 2 ? kZero : kMinusZero) : draw());
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      const bool zero_column = rng() % 4 == 0;
+      for (int64_t k = 0; k < K; ++k) b.set_bits(k * N + n, zero_column ? kZero : draw());
+    }
+    Case c;
+    c.op = "gemm";
+    c.direction = Direction::kForward;
+    c.inputs["a"] = a;
+    c.inputs["b"] = b;
+    const Tensor out = (*r.impl("gemm", "ref:fixed_order"))(c, contract).at("out");
+    const auto* ap = reinterpret_cast<const uint16_t*>(a.data());
+    const auto* bp = reinterpret_cast<const uint16_t*>(b.data());
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const uint32_t dot = fixed_order_dot(ap + m * K, 1, bp + n, N, K);
+        const uint16_t expected = bf16_from_f32(f32_from_bits(dot));
+        const uint16_t got = static_cast<uint16_t>(out.bits(m * N + n));
+        if ((expected & 0x7FFFu) > 0x7F80u) {
+          EXPECT_GT(got & 0x7FFFu, 0x7F80u) << "trial " << trial << " [" << m << ", " << n << "]";
+        } else {
+          EXPECT_EQ(got, expected) << "trial " << trial << " [" << m << ", " << n << "] K " << K;
+        }
+        // What the outputs exercised: a chunk of zeros against an Inf or NaN (taken), a zero chunk
+        // after the accumulator became Inf or NaN (skipped), any skipped chunk.
+        bool special_acc = false;
+        for (int64_t k0 = 0; k0 < K; k0 += kMmaChunk) {
+          bool a_zero = true, b_zero = true, a_special = false, b_special = false;
+          for (int64_t k = k0; k < std::min<int64_t>(K, k0 + kMmaChunk); ++k) {
+            const uint16_t x = ap[m * K + k], y = bp[k * N + n];
+            a_zero &= (x & 0x7FFFu) == 0;
+            b_zero &= (y & 0x7FFFu) == 0;
+            a_special |= (x & 0x7F80u) == 0x7F80u;
+            b_special |= (y & 0x7F80u) == 0x7F80u;
+          }
+          const bool skip = (a_zero && !b_special) || (b_zero && !a_special);
+          zero_against_special += (a_zero && b_special) || (b_zero && a_special);
+          special_then_zero += skip && special_acc;
+          skipped += skip;
+          special_acc |= a_special || b_special;
+        }
+      }
+  }
+  EXPECT_GT(zero_against_special, 20);
+  EXPECT_GT(special_then_zero, 20);
+  EXPECT_GT(skipped, 200);
 }
 
 }  // namespace

@@ -40,6 +40,8 @@ float sigmoid_f32(float x) { return math::sigmoid(math::MathModel::kLibdevice, x
 
 float silu_f32(float x) { return math::silu(math::MathModel::kLibdevice, x); }
 
+math::SiluSigmoid silu_sigmoid_f32(float x) { return math::silu_sigmoid(math::MathModel::kLibdevice, x); }
+
 
 float cuda_fminf(float x, float y) {
   if (std::isnan(x)) return y;

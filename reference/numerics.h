@@ -8,6 +8,7 @@
 
 #include "core/dtype.h"
 #include "core/registry.h"
+#include "reference/math/device_math.h"
 
 namespace bitparity::ref {
 
@@ -19,6 +20,7 @@ float device_log1pf(float x);
 // Rule 2, fp32 formulas as nvcc compiles them from ATen's (and Paddle's) source.
 float sigmoid_f32(float x);  // 1 / (1 + expf(-x))
 float silu_f32(float x);     // x / (1 + expf(-x)), a division, not x * sigmoid(x)
+math::SiluSigmoid silu_sigmoid_f32(float x);  // both from one expf, each bit-identical to its own call
 float softplus_f32(float x); // x > 20 ? x : log1pf(expf(x))
 
 // CUDA's fminf/fmaxf (PTX min.f32/max.f32): a NaN operand yields the other operand, and of two

@@ -56,11 +56,13 @@ Grad2 megatron_swiglu_back(DType act, DType chain, float g, float a, float b, st
   if (!clamp) {
     // swiglu_back_eager: g * sigmoid(y_1) * (1 + y_1 * (1 - sigmoid(y_1))) * y_2, g * silu(y_1);
     // sigmoid and the bracket are ops on act tensors, the products promote to `chain`.
-    const float s = round_to(act, sigmoid_f32(a));
+    const math::SiluSigmoid f = silu_sigmoid_f32(a);
+    const float s = round_to(act, f.sigmoid);
+    const float silu = round_to(act, f.silu);
     const float t4 = round_to(act, 1.0f + round_to(act, a * round_to(act, 1.0f - s)));
     const float da = round_to(chain, round_to(chain, round_to(chain, g * s) * t4) * b);
-    const float db = round_to(chain, g * round_to(act, silu_f32(a)));
-    return {round_to(act, da), round_to(act, db)};
+    const float db = round_to(chain, g * silu);
+    return {round_to(act, da), round_to(act, db), round_to(act, silu * b)};
   }
   // clamped_swiglu_back: all in fp32 after y.to(fp32), masks 0/1, one rounding at the end.
   const Clamped c = clamp_halves(a, b, *clamp);
@@ -68,10 +70,11 @@ Grad2 megatron_swiglu_back(DType act, DType chain, float g, float a, float b, st
   const float lo = static_cast<float>(-*clamp);
   const float mask_a = a <= hi ? 1.0f : 0.0f;
   const float mask_b = (b >= lo && b <= hi) ? 1.0f : 0.0f;
-  const float s = sigmoid_f32(c.a);
+  const math::SiluSigmoid f = silu_sigmoid_f32(c.a);
+  const float s = f.sigmoid;
   const float da = (((g * s) * (1.0f + c.a * (1.0f - s))) * c.b) * mask_a;
-  const float db = (g * silu_f32(c.a)) * mask_b;
-  return {round_to(act, da), round_to(act, db)};
+  const float db = (g * f.silu) * mask_b;
+  return {round_to(act, da), round_to(act, db), round_to(act, f.silu * c.b)};
 }
 
 

@@ -32,9 +32,11 @@ float megatron_swiglu(DType act, float a, float b, std::optional<double> clamp);
 
 struct Grad2 {
   float da, db;  // in fp32, already rounded to the activation dtype
+  float out;     // megatron_swiglu(act, a, b, clamp), the forward value, from the same silu
 };
 // swiglu_back_eager(g', y) (unclamped) or clamped_swiglu_back(g', y, c), with g' of dtype `chain`
-// (the activation dtype, or the promotion with the scale dtype once g is multiplied by it).
+// (the activation dtype, or the promotion with the scale dtype once g is multiplied by it). The
+// sigmoid and the silu come from one expf (silu_sigmoid_f32).
 Grad2 megatron_swiglu_back(DType act, DType chain, float g, float a, float b, std::optional<double> clamp);
 
 // --- PaddleFleet fuse_swiglu_scale.cu -----------------------------------------------------------

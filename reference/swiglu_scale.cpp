@@ -50,7 +50,7 @@ TensorMap swiglu_scale_megatron(const Case& c, const ContractInfo& contract) {
       const auto grad = swiglu::megatron_swiglu_back(act, chain, g_scaled, a, b, clamp);
       d_y.set_f32(r * 2 * F + j, grad.da);
       d_y.set_f32(r * 2 * F + F + j, grad.db);
-      const float sw = swiglu::megatron_swiglu(act, a, b, clamp);
+      const float sw = grad.out;  // megatron_swiglu(act, a, b, clamp)
       products[static_cast<size_t>(j)] = round_to(chain, sw * round_to(w, gj));  // swiglu(y) * g.to(w)
     }
     // The products are a tensor of the chain dtype: a 16-bit one is summed in 8-element vectors.

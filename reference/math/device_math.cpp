@@ -372,14 +372,26 @@ float powf(MathModel model, float x, float y) {
   return model == MathModel::kLibdevice ? libdevice_powf(x, y) : cr_powf(x, y);
 }
 
+// At x = +-0 the reduced argument is +-0 and the scale 2^0, so ex2 gives 1 and the denominator is
+// fma.rn(1, 1, 1) = 2: sigmoid 0.5 and silu x / 2 = x, taken without the table (padded expert rows
+// are zeros; device_math_test checks both against the full formula).
 float libdevice_sigmoid(const Ex2Tables& tables, float x) {
+  if (x == 0.0f) return 0.5f;
   const ExpfFactors e = libdevice_expf_factors(tables, -x);
   return canonicalize(1.0f / std::fma(e.mantissa, e.scale, 1.0f));  // rcp.rn(fma.rn(ex2, s, 1))
 }
 
 float libdevice_silu(const Ex2Tables& tables, float x) {
+  if (x == 0.0f) return x;
   const ExpfFactors e = libdevice_expf_factors(tables, -x);
   return canonicalize(x / std::fma(e.mantissa, e.scale, 1.0f));  // div.rn(x, fma.rn(ex2, s, 1))
+}
+
+SiluSigmoid libdevice_silu_sigmoid(const Ex2Tables& tables, float x) {
+  if (x == 0.0f) return {x, 0.5f};
+  const ExpfFactors e = libdevice_expf_factors(tables, -x);
+  const float denominator = std::fma(e.mantissa, e.scale, 1.0f);
+  return {canonicalize(x / denominator), canonicalize(1.0f / denominator)};
 }
 
 float libdevice_softplus(const Ex2Tables& tables, float x) {
@@ -395,6 +407,12 @@ float sigmoid(MathModel model, float x) {
 float silu(MathModel model, float x) {
   if (model == MathModel::kCorrectlyRounded) return canonicalize(x / (1.0f + cr_expf(-x)));
   return libdevice_silu(default_ex2_tables(), x);
+}
+
+SiluSigmoid silu_sigmoid(MathModel model, float x) {
+  if (model == MathModel::kLibdevice) return libdevice_silu_sigmoid(default_ex2_tables(), x);
+  const float denominator = 1.0f + cr_expf(-x);
+  return {canonicalize(x / denominator), canonicalize(1.0f / denominator)};
 }
 
 float softplus(MathModel model, float x) {

@@ -63,10 +63,17 @@ ExpfFactors libdevice_expf_factors(const Ex2Tables& tables, float x);
 float sigmoid(MathModel model, float x);   // 1 / (1 + expf(-x))
 float silu(MathModel model, float x);      // x / (1 + expf(-x))
 float softplus(MathModel model, float x);  // x > 20 ? x : log1pf(expf(x))
+// silu and sigmoid of one x from one expf (they share the denominator): each bit-identical to its
+// own call, at the cost of one.
+struct SiluSigmoid {
+  float silu, sigmoid;
+};
+SiluSigmoid silu_sigmoid(MathModel model, float x);
 
 // The kLibdevice formulas with explicit tables.
 float libdevice_sigmoid(const Ex2Tables& tables, float x);
 float libdevice_silu(const Ex2Tables& tables, float x);
+SiluSigmoid libdevice_silu_sigmoid(const Ex2Tables& tables, float x);
 float libdevice_softplus(const Ex2Tables& tables, float x);
 
 // softplus's threshold (beta = 1, threshold = 20, PyTorch's defaults).

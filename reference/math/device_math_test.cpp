@@ -185,6 +185,25 @@ TEST(DeviceMath, SpecialValuesOfBothModels) {
   }
 }
 
+// sigmoid and silu take x = +-0 without the table (padded expert rows are zeros): the shortcut gives
+// the formula's bits, computed here from the expf factors as the batched forms compute them.
+TEST(DeviceMath, SigmoidAndSiluOfZeroTakeTheFormulasValue) {
+  const Ex2Tables& t = default_ex2_tables();
+  for (float x : {0.0f, -0.0f}) {
+    const ExpfFactors e = libdevice_expf_factors(t, -x);
+    const float denominator = std::fma(e.mantissa, e.scale, 1.0f);
+    EXPECT_EQ(bits(sigmoid(MathModel::kLibdevice, x)), bits(1.0f / denominator)) << hex(bits(x));
+    EXPECT_EQ(bits(silu(MathModel::kLibdevice, x)), bits(x / denominator)) << hex(bits(x));
+    std::vector<float> in = {x, 1.0f, x}, out(3);
+    silu_n(MathModel::kLibdevice, in, out);
+    EXPECT_EQ(bits(out[0]), bits(silu(MathModel::kLibdevice, x)));
+    sigmoid_n(MathModel::kLibdevice, in, out);
+    EXPECT_EQ(bits(out[2]), bits(sigmoid(MathModel::kLibdevice, x)));
+  }
+  EXPECT_EQ(bits(silu(MathModel::kLibdevice, -0.0f)), 0x80000000u);
+  EXPECT_EQ(bits(sigmoid(MathModel::kLibdevice, -0.0f)), bits(0.5f));
+}
+
 TEST(DeviceMath, Ex2ApproxFlushesAndSaturatesAsRule12Says) {
   EXPECT_EQ(ex2_approx(0x1p-127f), 1.0f);  // subnormal input counts as 0
   EXPECT_EQ(ex2_approx(-0x1p-127f), 1.0f);
