@@ -71,7 +71,13 @@ TEST(BuiltinCampaign, TheReferenceAndTheCudaKernelsRunWithoutALimit) {
   ASSERT_NE(r.backend("ref"), nullptr);
   ASSERT_NE(r.backend("cuda"), nullptr);
   EXPECT_EQ(r.backend("ref")->concurrent_calls, kAnyNumberOfCalls);
+#ifdef BITPARITY_HAVE_CUDA
   EXPECT_EQ(r.backend("cuda")->concurrent_calls, kAnyNumberOfCalls);
+#else
+  // Built without CUDA, the kind is known but absent: it says why, and runs nothing.
+  ASSERT_TRUE(r.backend("cuda")->unavailable_reason);
+  EXPECT_EQ(r.backend("cuda")->unavailable_reason().value_or(""), "this binary was built without CUDA (no nvcc)");
+#endif
 }
 
 }  // namespace
