@@ -47,22 +47,14 @@ Tensor::Tensor(DType dtype, Shape shape)
 }
 
 
-float Tensor::f32(int64_t i) const {
-  switch (dtype_) {
-    case DType::kBF16: return f32_from_bf16(static_cast<uint16_t>(bits(i)));
-    case DType::kFP16: return f32_from_fp16(static_cast<uint16_t>(bits(i)));
-    case DType::kFP32: return f32_from_bits(static_cast<uint32_t>(bits(i)));
-    default: return static_cast<float>(f64(i));
-  }
+float Tensor::other_f32(int64_t i) const {
+  if (dtype_ == DType::kFP16) return f32_from_fp16(static_cast<uint16_t>(bits(i)));
+  return static_cast<float>(f64(i));
 }
 
-void Tensor::set_f32(int64_t i, float value) {
-  switch (dtype_) {
-    case DType::kBF16: set_bits(i, bf16_from_f32(value)); break;
-    case DType::kFP16: set_bits(i, fp16_from_f32(value)); break;
-    case DType::kFP32: set_bits(i, f32_bits(value)); break;
-    default: set_bits(i, from_double(dtype_, value)); break;
-  }
+void Tensor::set_other_f32(int64_t i, float value) {
+  if (dtype_ == DType::kFP16) return set_bits(i, fp16_from_f32(value));
+  set_bits(i, from_double(dtype_, value));
 }
 
 Tensor Tensor::reshaped(Shape shape) const {

@@ -55,11 +55,23 @@ class Tensor {
     std::memcpy(bytes_.data() + i * size, &bits, static_cast<size_t>(size));
   }
 
-  // Floating element i as fp32 (exact for bf16, fp16 and fp32) or as its exact double.
-  float f32(int64_t i) const;
-  double f64(int64_t i) const { return to_double(dtype_, bits(i)); }
+  // Floating element i as fp32 (exact for bf16, fp16 and fp32) or as its exact double. bf16 and
+  // fp32 inline: the references read and write one element at a time.
+  float f32(int64_t i) const {
+    if (dtype_ == DType::kBF16) return f32_from_bf16(static_cast<uint16_t>(bits(i)));
+    if (dtype_ == DType::kFP32) return f32_from_bits(static_cast<uint32_t>(bits(i)));
+    return other_f32(i);
+  }
+  double f64(int64_t i) const {
+    if (dtype_ == DType::kBF16) return f32_from_bf16(static_cast<uint16_t>(bits(i)));
+    return to_double(dtype_, bits(i));
+  }
   // Stores fp32 `value` rounded once (RNE) to the tensor's dtype.
-  void set_f32(int64_t i, float value);
+  void set_f32(int64_t i, float value) {
+    if (dtype_ == DType::kBF16) return set_bits(i, bf16_from_f32(value));
+    if (dtype_ == DType::kFP32) return set_bits(i, f32_bits(value));
+    set_other_f32(i, value);
+  }
 
   const uint8_t* data() const { return bytes_.data(); }
   uint8_t* data() { return bytes_.data(); }
@@ -71,6 +83,8 @@ class Tensor {
   bool operator==(const Tensor& other) const = default;
 
  private:
+  float other_f32(int64_t i) const;             // dtypes other than bf16 and fp32
+  void set_other_f32(int64_t i, float value);  // the same
   DType dtype_ = DType::kFP32;
   Shape shape_;
   int64_t numel_ = 0;

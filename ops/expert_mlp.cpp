@@ -11,6 +11,7 @@
 #include <numbers>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Dense>
@@ -126,13 +127,15 @@ struct Stages {
   GemmRows rows = GemmRows::kMayDependOnCount;
 };
 
-Tensor matmul(const Stages& s, const Tensor& a, const Tensor& b) {
+// Operands by value: a temporary (a transpose, a sliced gradient) moves into the stage's case.
+Tensor matmul(const Stages& s, Tensor a, Tensor b) {
   Case g;
   g.op = "gemm";
   g.direction = Direction::kForward;
-  g.inputs["a"] = a;
-  g.inputs["b"] = b;
-  return s.gemm(g, s.gemm_contract).at("out");
+  g.inputs["a"] = std::move(a);
+  g.inputs["b"] = std::move(b);
+  TensorMap out = s.gemm(g, s.gemm_contract);
+  return std::move(out.at("out"));
 }
 
 // The activation's case: swiglu_scale with probs as its per-row scale, swiglu without.

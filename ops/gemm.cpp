@@ -373,32 +373,41 @@ Tensor bf16_with_exponents(Shape shape, uint64_t seed, int lo, int hi) {
 // give what IEEE fp64 gives.
 std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
   const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
-  // a's rows and b's columns as contiguous vectors; a zero row (a padded expert's) against a column
-  // of finite values sums +-0 products from +0, which is +0, and is not walked.
+  // a's rows and b's columns as contiguous vectors. A product of a zero and a finite value is +-0,
+  // and adding +-0 to the running sum changes nothing (the sum starts at +0 and is never -0), so
+  // each output stops where one side's trailing zeros begin, if the other side holds no Inf or NaN
+  // there: a padded expert's zero rows are not walked, nor the zero tail of K in a weight gradient.
   using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   RowMajor rows(M, K), columns(N, K);
-  std::vector<char> zero_row(static_cast<size_t>(M), 1), finite_column(static_cast<size_t>(N), 1);
+  // Per vector: one past its last nonzero, and its last non-finite index (-1 if none).
+  std::vector<int64_t> row_end(static_cast<size_t>(M), 0), row_last_special(static_cast<size_t>(M), -1);
+  std::vector<int64_t> column_end(static_cast<size_t>(N), 0), column_last_special(static_cast<size_t>(N), -1);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t k = 0; k < K; ++k) {
       const double v = a.f64(m * K + k);
       rows(m, k) = v;
-      if (v != 0) zero_row[static_cast<size_t>(m)] = 0;
+      if (v != 0) row_end[static_cast<size_t>(m)] = k + 1;
+      if (!std::isfinite(v)) row_last_special[static_cast<size_t>(m)] = k;
     }
   for (int64_t k = 0; k < K; ++k)
     for (int64_t n = 0; n < N; ++n) {
       const double v = b.f64(k * N + n);
       columns(n, k) = v;
-      if (!std::isfinite(v)) finite_column[static_cast<size_t>(n)] = 0;
+      if (v != 0) column_end[static_cast<size_t>(n)] = k + 1;
+      if (!std::isfinite(v)) column_last_special[static_cast<size_t>(n)] = k;
     }
   std::vector<double> out(static_cast<size_t>(M * N));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      if (zero_row[static_cast<size_t>(m)] && finite_column[static_cast<size_t>(n)]) continue;  // out stays +0
+      const auto mi = static_cast<size_t>(m), ni = static_cast<size_t>(n);
+      int64_t end = K;
+      if (column_last_special[ni] < row_end[mi]) end = std::min(end, row_end[mi]);
+      if (row_last_special[mi] < column_end[ni]) end = std::min(end, column_end[ni]);
       // Sequential, so that a blocked order does not turn an Inf * 0 into a different NaN pattern.
       const double* x = rows.row(m).data();
       const double* y = columns.row(n).data();
       double s = 0;
-      for (int64_t k = 0; k < K; ++k) s += x[k] * y[k];
+      for (int64_t k = 0; k < end; ++k) s += x[k] * y[k];
       out[static_cast<size_t>(m * N + n)] = s;
     }
   return out;

@@ -5,6 +5,7 @@
 // matter: one bf16 ulp off at K = 1 is outside it, and so is a bf16 accumulator.
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "core/compare.h"
 #include "core/dtype.h"
+#include "ops/gemm.h"
 #include "properties/harness.h"
 
 namespace bitparity::ops {
@@ -142,6 +144,60 @@ TEST(GemmCublasBound, NonFiniteTruthsAndOverflow) {
   const Case large = dot_case({bf16_max, past}, {1.0f, 1.0f});
   EXPECT_TRUE(inside(large, 0x7F80));
   EXPECT_FALSE(inside(large, 0xFF80));
+}
+
+// gemm_exact_sums (the truth of the bound and ref:cublas's output) stops an output's sum where one
+// side's trailing zeros begin when the other side is finite there. Against the whole sequential
+// sum, output by output, on operands with zero rows, zero columns, zero tails of K on either side
+// and Inf or NaN in the tail that must not be cut off.
+TEST(GemmExactSums, TrailingZerosAreSkippedOnlyAgainstFiniteValues) {
+  std::mt19937 rng(7);
+  int cut = 0, kept_for_special = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 5), K = static_cast<int64_t>(rng() % 40),
+                  N = 1 + static_cast<int64_t>(rng() % 5);
+    Tensor a(DType::kBF16, {M, K}), b(DType::kBF16, {K, N});
+    auto value = [&]() -> uint16_t {
+      switch (rng() % 24) {
+        case 0: return 0x7F80;  // +Inf
+        case 1: return 0xFF80;  // -Inf
+        case 2: return 0x7FC0;  // NaN
+        case 3: return 0x8000;  // -0
+        default: return static_cast<uint16_t>(((rng() % 2) << 15) | ((120 + rng() % 14) << 7) | (rng() % 128));
+      }
+    };
+    std::vector<int64_t> row_tail(static_cast<size_t>(M)), column_tail(static_cast<size_t>(N));
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t zeros_from = K == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(K + 1));
+      for (int64_t k = 0; k < K; ++k) a.set_bits(m * K + k, k >= zeros_from ? (rng() % 2 ? 0x0000 : 0x8000) : value());
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t zeros_from = K == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(K + 1));
+      for (int64_t k = 0; k < K; ++k) b.set_bits(k * N + n, k >= zeros_from ? 0x0000 : value());
+    }
+    const std::vector<double> sums = gemm_exact_sums(a, b);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double s = 0;
+        bool special_against_zero = false, zero_product_at_end = false;
+        for (int64_t k = 0; k < K; ++k) {
+          const double x = a.f64(m * K + k), y = b.f64(k * N + n);
+          s += x * y;
+          special_against_zero |= (x == 0 && !std::isfinite(y)) || (y == 0 && !std::isfinite(x));
+          zero_product_at_end = x * y == 0;
+        }
+        const double got = sums[static_cast<size_t>(m * N + n)];
+        if (std::isnan(s)) {
+          EXPECT_TRUE(std::isnan(got)) << trial << " [" << m << ", " << n << "]";
+        } else {
+          EXPECT_EQ(f64_bits(got), f64_bits(s)) << trial << " [" << m << ", " << n << "] K " << K;
+        }
+        cut += zero_product_at_end;
+        kept_for_special += special_against_zero;
+      }
+  }
+  EXPECT_GT(cut, 100);
+  EXPECT_GT(kept_for_special, 50);
 }
 
 }  // namespace
