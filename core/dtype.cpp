@@ -161,10 +161,8 @@ float f32_from_fp16(uint16_t bits) { return static_cast<float>(decode(kFP16, bit
 
 void throw_not_a_rounding_dtype() { throw std::invalid_argument("round_to: not a bf16/fp16/fp32 dtype"); }
 
-double to_double(DType dtype, uint64_t bits) {
+double other_to_double(DType dtype, uint64_t bits) {
   if (dtype == DType::kFP64) return f64_from_bits(bits);
-  if (dtype == DType::kFP32) return f32_from_bits(static_cast<uint32_t>(bits));
-  if (dtype == DType::kBF16) return f32_from_bf16(static_cast<uint16_t>(bits));  // exact; a NaN stays a NaN of its sign
   if (const Format* f = format_of(dtype)) return decode(*f, bits);
   if (dtype == DType::kBool) return bits != 0;
   if (dtype == DType::kI32) return static_cast<int32_t>(static_cast<uint32_t>(bits));

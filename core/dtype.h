@@ -75,8 +75,14 @@ inline float round_to(DType dtype, float value) {
   }
 }
 
-// Exact value of a floating-point bit pattern of `dtype` (every such value is a double).
-double to_double(DType dtype, uint64_t bits);
+// Exact value of a floating-point bit pattern of `dtype` (every such value is a double); fp64, fp32
+// and bf16 inline, the others through their Format.
+double other_to_double(DType dtype, uint64_t bits);
+inline double to_double(DType dtype, uint64_t bits) {
+  if (dtype == DType::kFP32) return f32_from_bits(static_cast<uint32_t>(bits));
+  if (dtype == DType::kBF16) return f32_from_bf16(static_cast<uint16_t>(bits));  // a NaN stays a NaN of its sign
+  return other_to_double(dtype, bits);
+}
 // RNE from a double to a floating dtype, in a single rounding (no double rounding through fp32).
 uint64_t from_double(DType dtype, double value);
 

@@ -62,10 +62,7 @@ class Tensor {
     if (dtype_ == DType::kFP32) return f32_from_bits(static_cast<uint32_t>(bits(i)));
     return other_f32(i);
   }
-  double f64(int64_t i) const {
-    if (dtype_ == DType::kBF16) return f32_from_bf16(static_cast<uint16_t>(bits(i)));
-    return to_double(dtype_, bits(i));
-  }
+  double f64(int64_t i) const { return to_double(dtype_, bits(i)); }
   // Stores fp32 `value` rounded once (RNE) to the tensor's dtype.
   void set_f32(int64_t i, float value) {
     if (dtype_ == DType::kBF16) return set_bits(i, bf16_from_f32(value));

@@ -170,7 +170,7 @@ struct ChunkedOperand {
         const uint16_t h = data[v * v_stride + k * k_stride];
         values[static_cast<size_t>(v * chunks * kMmaChunk + k)] = h;
         uint8_t& f = flags[static_cast<size_t>(v * chunks + k / kMmaChunk)];
-        if ((h & 0x7FFFu) != 0) f &= static_cast<uint8_t>(~kAllZero);
+        if (!bf16_is_zero(h)) f &= static_cast<uint8_t>(~kAllZero);
         if ((h & 0x7F80u) == 0x7F80u) f |= kNonFinite;
       }
   }
@@ -190,11 +190,7 @@ uint32_t chunked_dot(const ChunkedOperand& a, int64_t m, const ChunkedOperand& b
   for (int64_t c = 0; c < a.chunks; ++c) {
     const uint8_t fa = a.flag(m, c), fb = b.flag(n, c);
     if (((fa & kZero) && !(fb & kSpecial)) || ((fb & kZero) && !(fa & kSpecial))) continue;
-    if (((fa | fb) & kSpecial) == 0 && ((acc >> 23) & 0xFF) != 0xFF) {
-      acc = mma_bf16_finite_step(a.chunk(m, c), b.chunk(n, c), acc);
-    } else {
-      acc = mma_bf16_step(a.chunk(m, c), b.chunk(n, c), acc);
-    }
+    acc = mma_bf16_step(a.chunk(m, c), b.chunk(n, c), acc);
   }
   return acc;
 }
@@ -205,10 +201,8 @@ TensorMap fixed_order(const Case& c, const ContractInfo&) {
   const Tensor& b = *c.input("b");
   const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
   Tensor out(DType::kBF16, {M, N});
-  if (K == 0) {  // no chunk: every output +0, and the operands (which may hold no data) are not read
-    for (int64_t i = 0; i < M * N; ++i) out.set_bits(i, 0);
-    return {{"out", out}};
-  }
+  // At K = 0 there is no chunk: no operand element is read (their data may be null) and every
+  // output is +0.
   const ChunkedOperand rows(reinterpret_cast<const uint16_t*>(a.data()), M, K, K, 1);
   const ChunkedOperand columns(reinterpret_cast<const uint16_t*>(b.data()), N, K, 1, N);
   for (int64_t m = 0; m < M; ++m)

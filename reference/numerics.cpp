@@ -1,7 +1,6 @@
 #include "reference/numerics.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -94,16 +93,10 @@ float torch_row_sum(std::span<const float> row, int64_t rows, int element_bytes)
   const int64_t lanes = plan.lanes;
   const int64_t accumulators = plan.vectorized ? plan.vector : kIterationAccumulators;
 
-  // Small rows (most of a campaign's) keep their lanes on the stack.
-  constexpr int64_t kStackLanes = 64, kMaxAccumulators = 16;  // a vector is 16 bytes: at most 16 one-byte elements
-  float stack_lanes[kStackLanes];
-  std::vector<float> heap_lanes;
-  if (lanes > kStackLanes) heap_lanes.resize(static_cast<size_t>(lanes));
-  float* lane_value = lanes > kStackLanes ? heap_lanes.data() : stack_lanes;
-  if (accumulators > kMaxAccumulators) throw std::logic_error("torch_row_sum: more accumulators than a vector holds");
-  std::array<float, kMaxAccumulators> acc;
+  std::vector<float> lane_value(static_cast<size_t>(lanes));
+  std::vector<float> acc(static_cast<size_t>(accumulators));
   for (int64_t l = 0; l < lanes; ++l) {
-    std::fill(acc.begin(), acc.begin() + accumulators, 0.0f);
+    std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t it = 0;; ++it) {
       if (plan.vectorized) {
         const int64_t base = plan.vector * (l + lanes * it);
@@ -116,11 +109,11 @@ float torch_row_sum(std::span<const float> row, int64_t rows, int element_bytes)
       }
     }
     float value = acc[0];  // ((acc0 + acc1) + acc2) + ..., left to right
-    for (int64_t i = 1; i < accumulators; ++i) value += acc[static_cast<size_t>(i)];
-    lane_value[l] = value;
+    for (size_t i = 1; i < acc.size(); ++i) value += acc[i];
+    lane_value[static_cast<size_t>(l)] = value;
   }
   for (int64_t stride = lanes / 2; stride >= 1; stride /= 2)
-    for (int64_t l = 0; l < stride; ++l) lane_value[l] += lane_value[l + stride];
+    for (int64_t l = 0; l < stride; ++l) lane_value[static_cast<size_t>(l)] += lane_value[static_cast<size_t>(l + stride)];
   return lane_value[0];
 }
 

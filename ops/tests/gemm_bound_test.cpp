@@ -166,7 +166,6 @@ TEST(GemmExactSums, TrailingZerosAreSkippedOnlyAgainstFiniteValues) {
         default: return static_cast<uint16_t>(((rng() % 2) << 15) | ((120 + rng() % 14) << 7) | (rng() % 128));
       }
     };
-    std::vector<int64_t> row_tail(static_cast<size_t>(M)), column_tail(static_cast<size_t>(N));
     for (int64_t m = 0; m < M; ++m) {
       const int64_t zeros_from = K == 0 ? 0 : static_cast<int64_t>(rng() % static_cast<uint64_t>(K + 1));
       for (int64_t k = 0; k < K; ++k) a.set_bits(m * K + k, k >= zeros_from ? (rng() % 2 ? 0x0000 : 0x8000) : value());

@@ -372,21 +372,10 @@ float powf(MathModel model, float x, float y) {
   return model == MathModel::kLibdevice ? libdevice_powf(x, y) : cr_powf(x, y);
 }
 
-// At x = +-0 the reduced argument is +-0 and the scale 2^0, so ex2 gives 1 and the denominator is
-// fma.rn(1, 1, 1) = 2: sigmoid 0.5 and silu x / 2 = x, taken without the table (padded expert rows
-// are zeros; device_math_test checks both against the full formula).
-float libdevice_sigmoid(const Ex2Tables& tables, float x) {
-  if (x == 0.0f) return 0.5f;
-  const ExpfFactors e = libdevice_expf_factors(tables, -x);
-  return canonicalize(1.0f / std::fma(e.mantissa, e.scale, 1.0f));  // rcp.rn(fma.rn(ex2, s, 1))
-}
-
-float libdevice_silu(const Ex2Tables& tables, float x) {
-  if (x == 0.0f) return x;
-  const ExpfFactors e = libdevice_expf_factors(tables, -x);
-  return canonicalize(x / std::fma(e.mantissa, e.scale, 1.0f));  // div.rn(x, fma.rn(ex2, s, 1))
-}
-
+// silu div.rn(x, d) and sigmoid rcp.rn(d) of the one denominator d = fma.rn(ex2, s, 1). At x = +-0
+// the reduced argument is +-0 and the scale 2^0, so ex2 gives 1 and d = 2: silu x / 2 = x and
+// sigmoid 0.5, taken without the table (padded expert rows are zeros; device_math_test checks both
+// against the full formula).
 SiluSigmoid libdevice_silu_sigmoid(const Ex2Tables& tables, float x) {
   if (x == 0.0f) return {x, 0.5f};
   const ExpfFactors e = libdevice_expf_factors(tables, -x);
@@ -394,19 +383,13 @@ SiluSigmoid libdevice_silu_sigmoid(const Ex2Tables& tables, float x) {
   return {canonicalize(x / denominator), canonicalize(1.0f / denominator)};
 }
 
+float libdevice_sigmoid(const Ex2Tables& tables, float x) { return libdevice_silu_sigmoid(tables, x).sigmoid; }
+
+float libdevice_silu(const Ex2Tables& tables, float x) { return libdevice_silu_sigmoid(tables, x).silu; }
+
 float libdevice_softplus(const Ex2Tables& tables, float x) {
   if (x > kSoftplusThreshold) return x;  // setp.gt.f32: NaN takes the formula
   return libdevice_log1pf(libdevice_expf(tables, x));
-}
-
-float sigmoid(MathModel model, float x) {
-  if (model == MathModel::kCorrectlyRounded) return canonicalize(1.0f / (1.0f + cr_expf(-x)));
-  return libdevice_sigmoid(default_ex2_tables(), x);
-}
-
-float silu(MathModel model, float x) {
-  if (model == MathModel::kCorrectlyRounded) return canonicalize(x / (1.0f + cr_expf(-x)));
-  return libdevice_silu(default_ex2_tables(), x);
 }
 
 SiluSigmoid silu_sigmoid(MathModel model, float x) {
@@ -414,6 +397,10 @@ SiluSigmoid silu_sigmoid(MathModel model, float x) {
   const float denominator = 1.0f + cr_expf(-x);
   return {canonicalize(x / denominator), canonicalize(1.0f / denominator)};
 }
+
+float sigmoid(MathModel model, float x) { return silu_sigmoid(model, x).sigmoid; }
+
+float silu(MathModel model, float x) { return silu_sigmoid(model, x).silu; }
 
 float softplus(MathModel model, float x) {
   if (model == MathModel::kLibdevice) return libdevice_softplus(default_ex2_tables(), x);
