@@ -653,6 +653,19 @@ __device__ __forceinline__ void shared_lanes(float (&v)[kL], const float* at) {
   }
 }
 
+// Steps [first, end) of a run in shared memory into a thread's lanes: step i's kL lanes at
+// from + 1024 (i - first), the pointer advanced a step at a time (no 64-bit index math).
+template <int kL>
+__device__ __forceinline__ void walk_run(Online (&o)[kL], const float* from, int first, int end) {
+#pragma unroll 4
+  for (int i = first; i < end; ++i, from += kSegmentLanes) {
+    float v[kL];
+    shared_lanes<kL>(v, from);
+#pragma unroll
+    for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
+  }
+}
+
 template <int kL>
 __device__ __forceinline__ void store_lanes(float* at, const float (&v)[kL]) {
   if constexpr (kL == 4) {
@@ -739,15 +752,7 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, kB
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         wait_parity(&full[k % kBuffers][c], static_cast<uint32_t>((k / kBuffers) & 1));
-        const int end = ::min(walked, (c + 1) * per);
-        const float* from = buffer + c * per * kSegmentLanes;  // advanced a step at a time: no 64-bit index math
-#pragma unroll 4
-        for (int i = c * per; i < end; ++i, from += kSegmentLanes) {
-          float v[kL];
-          shared_lanes<kL>(v, from);
-#pragma unroll
-          for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
-        }
+        walk_run(o, buffer + c * per * kSegmentLanes, c * per, ::min(walked, (c + 1) * per));
       }
       r = lanes_tree<kL, kThreads>(o, sm_m, sm_s);
     }
@@ -855,15 +860,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_forward_bulk_kernel(CrossEn
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       wait_parity(&full[c], static_cast<uint32_t>(it & 1));
-      const int end = ::min(walked, (c + 1) * per);
-      const float* from = buffer + c * per * kSegmentLanes;
-#pragma unroll 4
-      for (int i = c * per; i < end; ++i, from += kSegmentLanes) {
-        float v[kL];
-        shared_lanes<kL>(v, from);
-#pragma unroll
-        for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
-      }
+      walk_run(o, buffer + c * per * kSegmentLanes, c * per, ::min(walked, (c + 1) * per));
       __syncthreads();  // run c is walked: the copy engine may refill it
       if (q == 0 && next < items) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
