@@ -4,12 +4,10 @@
 //
 // One row a block (1024 threads) for the eager block orders, one row a warp for the eager warp
 // order. The eager kernels read a row twice (its max, then its sum; the backward a third time for
-// the outputs), as PyTorch's do. The fused forward reads each logit once: one row a block walking all
-// eight segments at once, or (a benchmark variant where V % 4 == 0) a persistent grid of blocks taking
-// a segment at a time from the bulk copy engine, a second kernel combining each row's 8 results; the
-// fused backward also reads each logit once from HBM: a cluster of 8 blocks takes a row, each block
-// keeping its segment in shared memory for the output pass, the segments brought by the bulk copy
-// engine a row ahead where V % 4 == 0.
+// the outputs), as PyTorch's do. The fused forward reads each logit once, one row a block walking all
+// eight segments at once; the fused backward also reads each logit once from HBM: a cluster of 8
+// blocks takes a row, each block keeping its segment in shared memory for the output pass, the
+// segments brought by the bulk copy engine a row ahead where V % 4 == 0.
 
 // Every rounding is an explicit __f*_rn intrinsic, so that nvcc's contraction (--fmad=true) fuses
 // nothing the contracts round twice; expf and logf are libdevice's (no fast math), as in ATen.
@@ -20,8 +18,6 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <stdexcept>
-#include <string>
 #include <tuple>
 #include <utility>
 
@@ -432,6 +428,31 @@ __device__ Online lanes_tree(Online (&o)[kL], float (*sm_m)[kThreads], float (*s
   return thread_lanes_levels(o);
 }
 
+// The same tree, level by level: each cross-warp level through shared memory behind its own block
+// barrier (the ILP 2 variant, for the benchmarks).
+template <int kL, int kThreads>
+__device__ Online lanes_tree_stepwise(Online (&o)[kL], float (*sm_m)[kThreads], float (*sm_s)[kThreads]) {
+  const int q = threadIdx.x;
+#pragma unroll
+  for (int j = 0; j < kL; ++j) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
+  __syncthreads();
+#pragma unroll
+  for (int d = kThreads / 2; d >= 32; d >>= 1) {
+    if (q < d) {
+#pragma unroll
+      for (int j = 0; j < kL; ++j) {
+        o[j] = combine(o[j], {sm_m[j][q + d], sm_s[j][q + d]});
+        if (d > 32) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
+      }
+    }
+    if (d > 32) __syncthreads();
+  }
+  if (q < 32) {
+    warp_lanes_levels(o);
+  }
+  return thread_lanes_levels(o);
+}
+
 // The row's m and L from the 8 segments' results, part[] of each block of the cluster: their
 // halving tree (h = 4, 2, 1) in warp 0's lanes 0..7 (only warp 0 calls it); lane 0 writes m and
 // logf(s).
@@ -653,19 +674,6 @@ __device__ __forceinline__ void shared_lanes(float (&v)[kL], const float* at) {
   }
 }
 
-// Steps [first, end) of a run in shared memory into a thread's lanes: step i's kL lanes at
-// from + 1024 (i - first), the pointer advanced a step at a time (no 64-bit index math).
-template <int kL>
-__device__ __forceinline__ void walk_run(Online (&o)[kL], const float* from, int first, int end) {
-#pragma unroll 4
-  for (int i = first; i < end; ++i, from += kSegmentLanes) {
-    float v[kL];
-    shared_lanes<kL>(v, from);
-#pragma unroll
-    for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
-  }
-}
-
 template <int kL>
 __device__ __forceinline__ void store_lanes(float* at, const float (&v)[kL]) {
   if constexpr (kL == 4) {
@@ -677,23 +685,16 @@ __device__ __forceinline__ void store_lanes(float* at, const float (&v)[kL]) {
   }
 }
 
-// kBuffers 1: one segment buffer, two blocks an SM; each row's results are waited for before its
-// output pass, which hands the buffer back run by run for the next row. kBuffers 2: two buffers, one
-// block an SM; a block walks row k and pushes its result before it waits for row k - 1's results
-// (the slowest block of the cluster has had a whole walk to send them), then writes row k - 1's
-// outputs from the other buffer, handing it back for row k + 1.
-template <int kThreads, int kChunks, int kBuffers = 1>
-__global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, kBuffers == 1 ? 2 : 1)
+template <int kThreads, int kChunks, bool kStepwiseTree = false>
+__global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     fused_backward_bulk_kernel(CrossEntropy a) {
-  static_assert(kBuffers == 1 || kBuffers == 2);
   constexpr int kL = kSegmentLanes / kThreads;
-  constexpr int kLag = kBuffers - 1;  // rows a block walks before it waits for a row's results
-  extern __shared__ float4 staged[];  // kBuffers segments of S floats
+  extern __shared__ float4 staged[];  // the segment: S floats
   __shared__ float sm_m[kL][kThreads];
   __shared__ float sm_s[kL][kThreads];
-  __shared__ uint64_t full[kBuffers][kChunks];
-  __shared__ Online slot[2][kSegments];  // a row's 8 segment results, by the parity of its turn
-  __shared__ uint64_t got[2];            // their arrival, by the same parity
+  __shared__ uint64_t full[kChunks];
+  __shared__ Online slot[2][kSegments];  // the row's 8 segment results, by row parity
+  __shared__ uint64_t got[2];            // their arrival, by row parity
   __shared__ float row_m, row_L;
   namespace cg = cooperative_groups;
   const cg::cluster_group cluster = cg::this_cluster();
@@ -703,87 +704,80 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, kB
   const int64_t begin = seg * S, size = V - begin < S ? (V > begin ? V - begin : 0) : S;
   // Every lane of a step is in or out of the partial last one (size % 4 == 0, kL divides 4).
   const int walked = static_cast<int>(size / kSegmentLanes) + (first_lane < size % kSegmentLanes ? 1 : 0);
-  // A buffer is filled and released in kChunks runs of `per` steps, each completing on its own
+  // The buffer is filled and released in kChunks runs of `per` steps, each completing on its own
   // barrier: once every thread has read a run in the output pass, thread 0 hands it to the copy
-  // engine for the buffer's next row, so that row arrives while this one's outputs are written.
+  // engine for the next row, so that the next row arrives during this one's output pass.
   const int steps = static_cast<int>((size + kSegmentLanes - 1) / kSegmentLanes);
   const int per = (steps + kChunks - 1) / kChunks;
-  // The cluster's rows: its k-th turn takes row first_row + k * clusters, in buffer k % kBuffers.
   const int64_t first_row = blockIdx.x / kSegments, clusters = gridDim.x / kSegments;
-  const int64_t turns = first_row < N ? (N - 1 - first_row) / clusters + 1 : 0;
   const float* logits = static_cast<const float*>(a.logits);
-  float* const buffers = reinterpret_cast<float*>(staged);
-  auto load = [&](int c, int64_t k) {  // run c of turn k's segment
+  float* const buffer0 = reinterpret_cast<float*>(staged);
+  auto load = [&](int c, int64_t row) {  // run c of `row`'s segment
     const int64_t from = int64_t{c} * per * kSegmentLanes;
     const int64_t to = ::min(from + int64_t{per} * kSegmentLanes, size);
-    bulk_load(buffers + k % kBuffers * S + from, logits + (first_row + k * clusters) * V + begin + from,
-              static_cast<uint32_t>(to > from ? (to - from) * sizeof(float) : 0), &full[k % kBuffers][c]);
+    bulk_load(buffer0 + from, logits + row * V + begin + from,
+              static_cast<uint32_t>(to > from ? (to - from) * sizeof(float) : 0), &full[c]);
   };
   if (q == 0) {
 #pragma unroll
-    for (int b = 0; b < kBuffers; ++b)
-#pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[b][c])) : "memory");
-      }
+    for (int c = 0; c < kChunks; ++c) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[c])) : "memory");
+    }
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
       asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&got[p])) : "memory");
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    for (int64_t k = 0; k < kBuffers && k < turns; ++k)
+    if (first_row < N)
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) load(c, k);
+      for (int c = 0; c < kChunks; ++c) load(c, first_row);
   }
   cluster.sync();  // every block's barriers are initialized before another block's results arrive
-  for (int64_t k = 0; k < turns + kLag; ++k) {
-    const int64_t out = k - kLag;  // the turn whose outputs this one writes
-    const bool walks = k < turns;
-    // The output row's label and g, asked for now so that their latency passes during the walk.
-    const int64_t out_row = first_row + (out < 0 ? 0 : out) * clusters;
-    const int64_t label = out >= 0 ? static_cast<const int64_t*>(a.labels)[out_row] : 0;
-    const float g = out >= 0 ? static_cast<const float*>(a.g)[out_row] : 0.0f;
-    Online r{-INFINITY, 0.0f};
-    if (walks) {
-      Online o[kL];
+  const float* buffer = buffer0 + first_lane;  // step i at buffer + 1024 i
+  int64_t it = 0;
+  for (int64_t row = first_row; row < N; row += clusters, ++it) {
+    const int parity = static_cast<int>(it & 1);
+    // The row's label and g, asked for now so that their latency passes during the walk.
+    const int64_t label = static_cast<const int64_t*>(a.labels)[row];
+    const float g = static_cast<const float*>(a.g)[row];
+    Online o[kL];
 #pragma unroll
-      for (int j = 0; j < kL; ++j) o[j] = {-INFINITY, 0.0f};
-      const float* buffer = buffers + k % kBuffers * S + first_lane;  // step i at buffer + 1024 i
+    for (int j = 0; j < kL; ++j) o[j] = {-INFINITY, 0.0f};
 #pragma unroll
-      for (int c = 0; c < kChunks; ++c) {
-        wait_parity(&full[k % kBuffers][c], static_cast<uint32_t>((k / kBuffers) & 1));
-        walk_run(o, buffer + c * per * kSegmentLanes, c * per, ::min(walked, (c + 1) * per));
+    for (int c = 0; c < kChunks; ++c) {
+      wait_parity(&full[c], static_cast<uint32_t>(parity));
+      const int end = ::min(walked, (c + 1) * per);
+      const float* from = buffer + c * per * kSegmentLanes;  // advanced a step at a time: no 64-bit index math
+#pragma unroll 4
+      for (int i = c * per; i < end; ++i, from += kSegmentLanes) {
+        float v[kL];
+        shared_lanes<kL>(v, from);
+#pragma unroll
+        for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
       }
-      r = lanes_tree<kL, kThreads>(o, sm_m, sm_s);
     }
+    const Online r = kStepwiseTree ? lanes_tree_stepwise<kL, kThreads>(o, sm_m, sm_s)
+                                   : lanes_tree<kL, kThreads>(o, sm_m, sm_s);
     if (q < 32) {
-      // slot[k & 1] is free when turn k's results are pushed: another block pushes them only after it
-      // received this block's results of turn k - 1, which this block sent after it read turn k - 2's.
-      if (kLag && out >= 0) {
-        wait_parity(&got[out & 1], static_cast<uint32_t>((out >> 1) & 1));
-        local_segments_tree(slot[out & 1], row_m, row_L);
-      }
-      if (walks) push_segment(r, seg, slot[k & 1], &got[k & 1]);
-      if (!kLag) {
-        wait_parity(&got[k & 1], static_cast<uint32_t>((k >> 1) & 1));
-        local_segments_tree(slot[k & 1], row_m, row_L);
-      }
+      // slot[parity] is free: the other blocks push this row's results only after they received
+      // this block's result of the row before, which it sent after reading the row before that.
+      push_segment(r, seg, slot[parity], &got[parity]);
+      wait_parity(&got[parity], static_cast<uint32_t>((it >> 1) & 1));
+      local_segments_tree(slot[parity], row_m, row_L);
     }
-    __syncthreads();  // row_m and row_L are written; warp 0 has read the tree's shared values
-    if (out < 0) continue;
+    __syncthreads();
     // Every element as if off the label (gO = 0); the thread holding the label's lane writes it
     // again afterwards, with gO_t (its own later store: the value that stays). Its logit is read
     // before the buffer is handed back.
-    const float* out_buffer = buffers + out % kBuffers * S;
     const RowGrad rg = row_grad(label, g, a.ignore_index, row_m, row_L, begin);
     const bool holds_label = rg.label_at >= 0 && rg.label_at < size && rg.label_at % kSegmentLanes / kL == q;
-    const float x_label = holds_label ? out_buffer[rg.label_at] : 0.0f;
-    float* d = static_cast<float*>(a.d_logits) + out_row * V + begin + first_lane;
-    const bool refill = out + kBuffers < turns;
+    const float x_label = holds_label ? buffer0[rg.label_at] : 0.0f;
+    float* d = static_cast<float*>(a.d_logits) + row * V + begin + first_lane;
+    const int64_t next = row + clusters;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int end = ::min(walked, (c + 1) * per);
-      const float* from = out_buffer + first_lane + c * per * kSegmentLanes;
+      const float* from = buffer + c * per * kSegmentLanes;
       float* to = d + c * per * kSegmentLanes;
 #pragma unroll 4
       for (int i = c * per; i < end; ++i, from += kSegmentLanes, to += kSegmentLanes) {
@@ -794,9 +788,9 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, kB
         store_lanes<kL>(to, v);
       }
       __syncthreads();  // run c is read: the copy engine may refill it
-      if (q == 0 && refill) {
+      if (q == 0 && next < N) {
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        load(c, out + kBuffers);
+        load(c, next);
       }
     }
     if (holds_label) d[rg.label_at - first_lane] = grad_at(rg, x_label, rg.label_at);
@@ -804,122 +798,31 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, kB
   cluster.sync();  // no block leaves while its results may still be on their way to another
 }
 
-// --- fused forward through the bulk copy engine: a persistent grid, a segment a work item ------------
-// Work item i is segment i % 8 of row i / 8; block b takes items b, b + grid, ... . Thread 0 hands an
-// item's segment to the copy engine in kChunks runs, each completing on its own mbarrier, and hands
-// each run back for the block's next item once every thread has walked it, so that the next segment
-// arrives while this one is walked. The walk and the segment's tree are the backward's (thread q holds
-// the kL consecutive lanes kL q + j); thread 0 stores the segment's (m, s) in the workspace, and
-// fused_forward_rows_kernel combines each row's 8 by the segments' tree and writes the loss. No
-// cluster: no block waits for another's row, and every SM takes blocks, where clusters of 8 leave
-// some SMs of a GPC idle.
-template <int kThreads, int kChunks>
-__global__ void __launch_bounds__(kThreads, 2) fused_forward_bulk_kernel(CrossEntropy a) {
-  constexpr int kL = kSegmentLanes / kThreads;
-  extern __shared__ float4 staged[];  // a segment: S floats, run c at c * per steps
-  __shared__ float sm_m[kL][kThreads];
-  __shared__ float sm_s[kL][kThreads];
-  __shared__ uint64_t full[kChunks];
-  const int q = threadIdx.x, first_lane = kL * q;
-  const int64_t V = a.vocab, S = fused_segment_span(V), items = a.rows * kSegments;
-  const float* logits = static_cast<const float*>(a.logits);
-  Online* results = static_cast<Online*>(a.workspace);
-  float* const buffer0 = reinterpret_cast<float*>(staged);
-  // Runs of `per` 1024-element steps of a whole segment; a shorter segment leaves its last runs short
-  // or empty.
-  const int per = static_cast<int>((S / kSegmentLanes + kChunks - 1) / kChunks);
-  auto size_of = [&](int64_t item) {
-    const int64_t begin = item % kSegments * S;
-    return V - begin < S ? (V > begin ? V - begin : 0) : S;
-  };
-  auto load = [&](int c, int64_t item) {
-    const int64_t from = int64_t{c} * per * kSegmentLanes;
-    const int64_t to = ::min(from + int64_t{per} * kSegmentLanes, size_of(item));
-    bulk_load(buffer0 + from, logits + item / kSegments * V + item % kSegments * S + from,
-              static_cast<uint32_t>(to > from ? (to - from) * sizeof(float) : 0), &full[c]);
-  };
-  if (q == 0) {
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[c])) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) load(c, blockIdx.x);  // the grid is at most the items
-  }
-  __syncthreads();  // the barriers are initialized before any thread waits on them
-  const float* buffer = buffer0 + first_lane;  // step i at buffer + 1024 i
-  int64_t it = 0;
-  for (int64_t item = blockIdx.x; item < items; item += gridDim.x, ++it) {
-    const int64_t size = size_of(item), next = item + gridDim.x;
-    // Every lane of a step is in or out of the partial last one (size % 4 == 0, kL divides 4).
-    const int walked = static_cast<int>(size / kSegmentLanes) + (first_lane < size % kSegmentLanes ? 1 : 0);
-    Online o[kL];
-#pragma unroll
-    for (int j = 0; j < kL; ++j) o[j] = {-INFINITY, 0.0f};
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      wait_parity(&full[c], static_cast<uint32_t>(it & 1));
-      walk_run(o, buffer + c * per * kSegmentLanes, c * per, ::min(walked, (c + 1) * per));
-      __syncthreads();  // run c is walked: the copy engine may refill it
-      if (q == 0 && next < items) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        load(c, next);
-      }
-    }
-    const Online r = lanes_tree<kL, kThreads>(o, sm_m, sm_s);
-    if (q == 0) results[item] = r;
-  }
-}
-
-// Each row's loss from its 8 segment results (a thread a row): the segments' tree, L = logf(s).
-__global__ void fused_forward_rows_kernel(CrossEntropy a) {
-  const int64_t row = int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (row >= a.rows) return;
-  const Online* r = static_cast<const Online*>(a.workspace) + row * kSegments;
-  Online b[kSegments];
-#pragma unroll
-  for (int k = 0; k < kSegments; ++k) b[k] = r[k];
-  const Online total = segments_tree(b);
-  row_outputs(a, row, total.m, logf(total.s), 0, 1, false);
-}
-
-// Units of a persistent kernel resident at once (clusters of 8 where `clustered`, else blocks): its
-// grid. Asked once per device, kernel and shared-memory size (the occupancy query costs more than a
-// launch). The caller holds the lock under which the kernel's shared-memory limit was set.
+// Clusters of a fused backward kernel that are resident at once: its persistent grid. Asked once per
+// device, kernel and shared-memory size (the occupancy query costs more than a launch). The caller
+// holds the lock under which the kernel's shared-memory limit was set.
 template <typename Kernel>
-int resident_units(Kernel kernel, int threads, size_t shared_bytes, bool clustered, const char* what) {
+int resident_clusters(Kernel kernel, int threads, size_t shared_bytes) {
   static std::map<std::tuple<int, const void*, size_t>, int> known;
   int device = 0;
-  check_cuda(cudaGetDevice(&device), std::string(what) + ": cudaGetDevice");
+  check_cuda(cudaGetDevice(&device), "cross_entropy fused backward: cudaGetDevice");
   const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), shared_bytes);
   if (const auto it = known.find(key); it != known.end()) return it->second;
-  int units = 0;
-  if (clustered) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(kSegments * 1024, 1, 1);
-    config.blockDim = dim3(threads, 1, 1);
-    config.dynamicSmemBytes = shared_bytes;
-    check_cuda(cudaOccupancyMaxActiveClusters(&units, kernel, &config),
-               std::string(what) + ": cudaOccupancyMaxActiveClusters");
-  } else {
-    int per_sm = 0, sms = 0;
-    check_cuda(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes),
-               std::string(what) + ": cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-               std::string(what) + ": cudaDeviceGetAttribute");
-    units = per_sm * sms;
-  }
-  if (units < 1) throw CudaError(cudaErrorInvalidConfiguration, std::string(what) + ": no block of it fits");
-  known[key] = units;
-  return units;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(kSegments * 1024, 1, 1);
+  config.blockDim = dim3(threads, 1, 1);
+  config.dynamicSmemBytes = shared_bytes;
+  int clusters = 0;
+  check_cuda(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config),
+             "cross_entropy fused backward: cudaOccupancyMaxActiveClusters");
+  if (clusters < 1) throw CudaError(cudaErrorInvalidConfiguration, "cross_entropy fused backward: no cluster of 8 fits");
+  known[key] = clusters;
+  return clusters;
 }
 
-// A persistent launch of `kernel` over `work` units (a cluster of 8 a row, or a block a work item):
-// as many units as are resident, at most one a unit of work.
+// A persistent launch of `kernel`: as many clusters as are resident, at most one a row.
 template <typename Kernel>
-void launch_persistent(Kernel kernel, int threads, size_t shared_bytes, bool clustered, int64_t work,
-                       const CrossEntropy& a, cudaStream_t stream, const char* what) {
+void launch_persistent(Kernel kernel, int threads, size_t shared_bytes, const CrossEntropy& a, cudaStream_t stream) {
   // The shared-memory limit is the kernel's, for the whole process, and both the occupancy query
   // and the launch read it: set, asked and launched under one lock, so that another thread's
   // smaller vocabulary cannot lower it in between (the launch would fail with
@@ -927,40 +830,36 @@ void launch_persistent(Kernel kernel, int threads, size_t shared_bytes, bool clu
   static std::mutex launch_mutex;
   const std::lock_guard<std::mutex> lock(launch_mutex);
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-             std::string(what) + ": cudaFuncSetAttribute");
-  const int64_t units = std::min<int64_t>(work, resident_units(kernel, threads, shared_bytes, clustered, what));
-  kernel<<<static_cast<unsigned>(units * (clustered ? kSegments : 1)), threads, shared_bytes, stream>>>(a);
-  check_launch(what, a.stream);
+             "cross_entropy fused backward: cudaFuncSetAttribute");
+  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters(kernel, threads, shared_bytes));
+  kernel<<<static_cast<unsigned>(clusters * kSegments), threads, shared_bytes, stream>>>(a);
+  check_launch("cross_entropy fused backward", a.stream);
 }
 
 template <bool kBuffered, bool kVector>
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = kBuffered ? static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) : 0;
-  launch_persistent(fused_backward_kernel<kBuffered, kVector>, kBackwardThreads, shared_bytes, true, a.rows, a, stream,
-                    "cross_entropy fused backward");
+  launch_persistent(fused_backward_kernel<kBuffered, kVector>, kBackwardThreads, shared_bytes, a, stream);
 }
 
-template <int kThreads, int kChunks, int kBuffers = 1>
+template <int kThreads, int kChunks, bool kStepwiseTree = false>
 void launch_fused_backward_bulk(const CrossEntropy& a, cudaStream_t stream) {
-  const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) * kBuffers;
-  launch_persistent(fused_backward_bulk_kernel<kThreads, kChunks, kBuffers>, kThreads, shared_bytes, true, a.rows, a,
-                    stream, "cross_entropy fused backward");
+  const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float);
+  launch_persistent(fused_backward_bulk_kernel<kThreads, kChunks, kStepwiseTree>, kThreads, shared_bytes, a, stream);
 }
 
 // The fused backward's kernels. The bulk-copy kernel where V % 4 == 0, the rows are 16-byte aligned
 // and a segment fits on chip; else the kernel whose threads load the logits (4-vectors where
-// aligned). The ILP knob picks the bulk kernel's shape for the benchmarks (bench/NOTES.md): 0 (the
-// default), 512 threads refilling one buffer in 4 runs; 1, 1024 threads and two buffers; 2, 512
-// threads and two buffers; 4, 256 threads, one buffer.
+// aligned). The ILP knob picks the bulk kernel's shape for the benchmarks (bench/NOTES.md): 1 (and
+// the default), 512 threads refilling their buffer in 4 runs; 2, the same with the segment tree's
+// levels each behind its own block barrier; 4, 256 threads, 4 runs.
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const bool buffered = fused_segment_span(a.vocab) <= kFusedBufferedMaxSpan;
   const bool vector = a.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(a.d_logits) % 16 == 0;
   if (buffered && vector) {
-    if (a.ilp == 1) {
-      launch_fused_backward_bulk<1024, 4, 2>(a, stream);
-    } else if (a.ilp == 2) {
-      launch_fused_backward_bulk<512, 4, 2>(a, stream);
+    if (a.ilp == 2) {
+      launch_fused_backward_bulk<512, 4, true>(a, stream);
     } else if (a.ilp == 4) {
       launch_fused_backward_bulk<256, 4>(a, stream);
     } else {
@@ -973,43 +872,6 @@ void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   }
 }
 
-// The fused forward's kernels. The bulk-copy kernel where V % 4 == 0, the rows are 16-byte aligned
-// and a segment fits on chip (the backward's condition); else the block-a-row kernel whose threads
-// load the logits. The ILP knob picks the shape for the benchmarks (bench/NOTES.md): 0 (the default),
-// the block-a-row kernel; the bulk kernel with 1, 512 threads and 4 runs; 2, 512 threads and 8 runs;
-// 4, 256 threads and 4 runs.
-template <int kThreads, int kChunks>
-void launch_fused_forward_bulk(const CrossEntropy& a, cudaStream_t stream) {
-  const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float);
-  launch_persistent(fused_forward_bulk_kernel<kThreads, kChunks>, kThreads, shared_bytes, false, a.rows * kSegments, a,
-                    stream, "cross_entropy fused forward");
-  constexpr int kRowsThreads = 256;
-  fused_forward_rows_kernel<<<static_cast<unsigned>((a.rows + kRowsThreads - 1) / kRowsThreads), kRowsThreads, 0,
-                              stream>>>(a);
-  check_launch("cross_entropy fused forward (rows)", a.stream);
-}
-
-bool fused_forward_bulk(const CrossEntropy& a) {
-  return fused_segment_span(a.vocab) <= kFusedBufferedMaxSpan && a.vocab % 4 == 0 &&
-         reinterpret_cast<uintptr_t>(a.logits) % 16 == 0;
-}
-
-void launch_fused_forward(const CrossEntropy& a, cudaStream_t stream) {
-  if (!fused_forward_bulk(a) || a.ilp == 0) {
-    fused_forward_kernel<<<static_cast<unsigned>(a.rows), kBlock, 0, stream>>>(a);
-    check_launch("cross_entropy fused forward", a.stream);
-    return;
-  }
-  if (a.workspace == nullptr) throw std::logic_error("cross_entropy fused forward: no workspace");
-  if (a.ilp == 2) {
-    launch_fused_forward_bulk<512, 8>(a, stream);
-  } else if (a.ilp == 4) {
-    launch_fused_forward_bulk<256, 4>(a, stream);
-  } else {
-    launch_fused_forward_bulk<512, 4>(a, stream);
-  }
-}
-
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
   while (p < n) p *= 2;
@@ -1018,18 +880,14 @@ int64_t next_pow2(int64_t n) {
 
 }  // namespace
 
-size_t cross_entropy_workspace_bytes(const CrossEntropy& a) {
-  const bool used = a.order == CrossEntropyOrder::kFused && !a.backward;
-  return used ? static_cast<size_t>(a.rows) * kSegments * sizeof(Online) : 0;
-}
-
 void launch_cross_entropy(const CrossEntropy& a) {
   if (a.rows == 0) return;
   const auto stream = static_cast<cudaStream_t>(a.stream);
   const auto rows = static_cast<unsigned>(a.rows);
   if (a.order == CrossEntropyOrder::kFused) {
     if (!a.backward) {
-      launch_fused_forward(a, stream);
+      fused_forward_kernel<<<rows, kBlock, 0, stream>>>(a);
+      check_launch("cross_entropy fused forward", a.stream);
     } else {
       launch_fused_backward(a, stream);
     }

@@ -22,7 +22,6 @@
 // nothing for N == 0 and throws gpu::CudaError on a failed launch.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 namespace bitparity::gpu {
@@ -30,8 +29,8 @@ namespace bitparity::gpu {
 enum class CrossEntropyOrder { kEager, kFused };
 
 // The fused order's segments, as ops/training.h states them (gpu/cross_entropy_records.cpp checks
-// that the two agree), and the widest segment the fused kernels bring into shared memory (100 KB a
-// block; a wider one is read from global memory by the threads).
+// that the two agree), and the widest segment the fused backward keeps in shared memory (two
+// buffers of 100 KB a block; a wider one reads global memory in both passes).
 inline constexpr int kFusedSegments = 8;
 inline constexpr int kFusedSegmentLanes = 1024;
 inline constexpr int64_t kFusedBufferedMaxSpan = 25600;
@@ -53,13 +52,9 @@ struct CrossEntropy {
   const void* g = nullptr;       // [N] fp32 (backward)
   void* loss = nullptr;          // [N] fp32 (forward)
   void* d_logits = nullptr;      // [N, V] fp32 (backward)
-  // The fused forward's segment results, (m, s) of each row's 8 segments: cross_entropy_workspace_bytes
-  // bytes, allocated by the caller (the launch allocates nothing).
-  void* workspace = nullptr;
   void* stream = nullptr;
-  int ilp = 0;  // the fused kernels' shape (gpu/common/ilp.h's knob; 0: the default)
+  int ilp = 0;  // the fused backward's kernel (gpu/common/ilp.h's knob; 0: the default)
 };
-size_t cross_entropy_workspace_bytes(const CrossEntropy& args);
 void launch_cross_entropy(const CrossEntropy& args);
 
 }  // namespace bitparity::gpu

@@ -3,7 +3,6 @@
 // [0, V) or ignore_index) and fixed the output shapes; what is left here is the ignore_index
 // attribute, read as the op's spec reads it (PyTorch's -100 when absent).
 #include <cstdint>
-#include <memory>
 #include <stdexcept>
 #include <variant>
 #include <vector>
@@ -53,10 +52,7 @@ BoundLaunch bind(const KernelArgs& k, CrossEntropyOrder order) {
   }
   p.stream = k.stream;
   p.ilp = k.ilp;
-  // The workspace is allocated here, so that a launch allocates nothing; the launch holds it.
-  const auto ws = std::make_shared<DeviceBuffer>(cross_entropy_workspace_bytes(p));
-  p.workspace = ws->get();
-  return [p, ws] { launch_cross_entropy(p); };
+  return [p] { launch_cross_entropy(p); };
 }
 
 BoundLaunch bind_eager(const KernelArgs& k) { return bind(k, CrossEntropyOrder::kEager); }

@@ -104,7 +104,7 @@ rc::Gen<int64_t> vocab() {
       // GLM-4.5's vocabulary twice as often as each neighbour: a required tag, reached in ~2.8 % of
       // cases, so that the classes test's 400 cases miss it with odds near 1e-5.
       {1, rc::gen::element<int64_t>(151551, kGlmVocab, kGlmVocab, 151553)},
-      // Past the fused kernels' on-chip segments (kFusedBufferedMaxV): their other paths.
+      // Past the fused backward's on-chip segments (kFusedBufferedMaxV): its kernel's other path.
       {1, rc::gen::inRange<int64_t>(kFusedBufferedMaxV + 1, kFusedBufferedMaxV + 8193)},
   });
 }
@@ -267,14 +267,13 @@ CaseClasses classes(const Case& c) {
   if (is_boundary(V)) k.tags.push_back("V=dispatch_boundary");
   if (eager_kernel(V) == "ilp" && V % 4 != 0 && N >= 2) k.tags.push_back("ilp_row_shift");
   // The fused kernels' paths: a segment without elements, a last 1024-step that not every lane
-  // takes, segments too wide for shared memory (no bulk copies: the forward's block-a-row kernel, the
-  // backward reading global memory in both passes), and rows that are not 16-byte vectors
-  // (V % 4 != 0: the threads load the logits, no bulk copies).
+  // takes, the backward without on-chip segments (the forward has no such path), and the backward
+  // whose rows are not 16-byte vectors (V % 4 != 0: its threads load the logits, no bulk copies).
   const int64_t S = fused_segment_span(V), last = V - (V - 1) / S * S;
   if ((V - 1) / S < kFusedSegments - 1) k.tags.push_back("fused:empty_segment");
   if (last % kFusedSegmentLanes != 0) k.tags.push_back("fused:partial_step");
-  if (V > kFusedBufferedMaxV) k.tags.push_back("fused:unbuffered");
-  if (V % 4 != 0) k.tags.push_back("fused:scalar_rows");
+  if (V > kFusedBufferedMaxV && c.direction == Direction::kBackward) k.tags.push_back("fused:unbuffered");
+  if (V % 4 != 0 && c.direction == Direction::kBackward) k.tags.push_back("fused:scalar_rows");
   if (ignore >= 0 && ignore < V) k.tags.push_back("ignore_index=class");
   bool nonfinite = false, ignored_any = false;
   for (int64_t i = 0; i < N; ++i) {
@@ -311,8 +310,9 @@ std::vector<std::string> required_tags(Direction dir) {
                                    "kernel=ilp", "V=1", "V=151552", "V=dispatch_boundary", "ilp_row_shift",
                                    "ignore_index=class", "logits:-inf", "row:all_-inf", "logits:nan", "logits:+inf",
                                    "logits:large", "row:tied_max", "row:S==1_at_label", "label=ignored", "label=0",
-                                   "label=V-1", "label=argmax", "fused:empty_segment", "fused:partial_step",
-                                   "fused:unbuffered", "fused:scalar_rows"};
+                                   "label=V-1", "label=argmax", "fused:empty_segment", "fused:partial_step"};
+  if (dir == Direction::kBackward) tags.push_back("fused:unbuffered");
+  if (dir == Direction::kBackward) tags.push_back("fused:scalar_rows");
   if (dir == Direction::kBackward)
     for (const char* v : {"nan", "inf", "-0", "subnormal"}) tags.push_back(std::string("g:") + v);
   return tags;
@@ -394,7 +394,7 @@ std::vector<ReferenceInput> reference_inputs(Direction dir) {
   };
   // The benchmark (8192 tokens of GLM-4.5's vocabulary), and for GPU tests the same V at 64
   // rows, 32001 (the ILP kernel with every row shift) and 12252 (Smem) at a few hundred rows.
-  // 204803 (past kFusedBufferedMaxV) takes the fused kernels' paths without on-chip segments.
+  // 204803 (past kFusedBufferedMaxV) takes the fused backward's path without on-chip segments.
   constexpr Shape2 kShapes[] = {{8192, kGlmVocab, true}, {64, kGlmVocab, false}, {257, 32001, false},
                                 {300, 12252, false}, {9, kFusedBufferedMaxV + 3, false}};
   std::vector<ReferenceInput> out;

@@ -27,8 +27,8 @@ constexpr int64_t fused_segment_span(int64_t V) {
   const int64_t lanes = kFusedSegments * kFusedSegmentLanes;
   return (V + lanes - 1) / lanes * kFusedSegmentLanes;
 }
-// The widest V whose segments bitparity's fused kernels bring into shared memory: above it they
-// take their other paths (a generated class of its own).
+// The widest V whose segments bitparity's fused backward keeps in shared memory: above it the
+// kernel takes its other path (a generated class of its own).
 inline constexpr int64_t kFusedBufferedMaxV = 204800;
 
 // adamw_step's attributes as torch.optim.AdamW takes them, an absent one at AdamW's default (lr
