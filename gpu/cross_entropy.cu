@@ -5,9 +5,10 @@
 // One row a block (1024 threads) for the eager block orders, one row a warp for the eager warp
 // order. The eager kernels read a row twice (its max, then its sum; the backward a third time for
 // the outputs), as PyTorch's do. The fused forward reads each logit once, one row a block walking all
-// eight segments at once; the fused backward also reads each logit once from HBM: a cluster of 8
-// blocks takes a row, each block keeping its segment in shared memory for the output pass, the
-// segments brought by the bulk copy engine a row ahead where V % 4 == 0.
+// eight segments at once (the rows after the last full wave of blocks: a cluster of 8 blocks a row);
+// the fused backward also reads each logit once from HBM: a cluster of 8 blocks takes a row, each
+// block keeping its segment in shared memory for the output pass, the segments brought by the bulk
+// copy engine a row ahead where V % 4 == 0.
 
 // Every rounding is an explicit __f*_rn intrinsic, so that nvcc's contraction (--fmad=true) fuses
 // nothing the contracts round twice; expf and logf are libdevice's (no fast math), as in ATen.
@@ -344,6 +345,69 @@ __global__ void __launch_bounds__(kBlock) fused_forward_kernel(CrossEntropy a) {
   for (int k = 0; k < kSegments; ++k) b[k] = parts[k];
   const Online total = segments_tree(b);
   row_outputs(a, row, total.m, logf(total.s), 0, 1, false);
+}
+
+// --- fused forward: the last rows a cluster each, a segment a block ------------------------------
+// A grid of row blocks ends in a partial wave: at N = 8192, 31 full waves of 264 rows (132 SMs, two
+// blocks each) and then 8 rows, each as slow alone as in a full wave (a block's walk is bound by its
+// loads in flight, not by the bandwidth left to it). The rows past the last full wave go to this
+// kernel instead: a cluster of 8 blocks a row, block s walking segment s with thread t as lane t
+// (the same elements, in the same order, as the row block's lanes), the segment's 1024 lanes through
+// the same halving tree (every level in shared memory and shuffles), block 0 combining the 8
+// results from its cluster's shared memory. Every bit is the row block's.
+constexpr int kClusterWalkUnroll = 8;      // loads a thread has in flight
+
+__global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBlock)
+    fused_forward_cluster_kernel(CrossEntropy a, int64_t first_row) {
+  __shared__ float sm_m[kBlock];
+  __shared__ float sm_s[kBlock];
+  __shared__ Online part;
+  namespace cg = cooperative_groups;
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int t = threadIdx.x, seg = static_cast<int>(cluster.block_rank());
+  const int64_t row = first_row + blockIdx.x / kSegments, V = a.vocab, S = fused_segment_span(V);
+  const int64_t begin = seg * S, end = V < begin + S ? V : begin + S;
+  const int64_t full = end > begin ? (end - begin) / kSegmentLanes : 0;
+  const float* at = static_cast<const float*>(a.logits) + row * V + begin + t;  // step i at at + 1024 i
+  Online o[1] = {{-INFINITY, 0.0f}};
+  int64_t i = 0;
+  for (; i + kClusterWalkUnroll <= full; i += kClusterWalkUnroll) {
+    float v[kClusterWalkUnroll];
+#pragma unroll
+    for (int u = 0; u < kClusterWalkUnroll; ++u) v[u] = __ldcs(at + (i + u) * kSegmentLanes);
+#pragma unroll
+    for (int u = 0; u < kClusterWalkUnroll; ++u) online_add(o[0], v[u]);
+  }
+  for (; i < full; ++i) online_add(o[0], __ldcs(at + i * kSegmentLanes));
+  if (begin + full * kSegmentLanes + t < end) online_add(o[0], __ldcs(at + full * kSegmentLanes));
+  const Online r = segment_tree(o, kBlock, 0, sm_m, sm_s);
+  if (t == 0) part = r;
+  cluster.sync();  // every segment's result of the row is written
+  if (seg == 0 && t == 0) {
+    Online b[kSegments];
+#pragma unroll
+    for (int k = 0; k < kSegments; ++k) b[k] = *cluster.map_shared_rank(&part, k);
+    const Online total = segments_tree(b);
+    row_outputs(a, row, total.m, logf(total.s), 0, 1, false);
+  }
+  cluster.sync();  // no block leaves while block 0 may still read its result
+}
+
+// The fused forward's launches: row blocks for every full wave of kFusedForwardWaveRows rows, clusters
+// for the rest (all of N below one wave). The ILP knob (bench/NOTES.md): 0 and 1 (the default), that
+// split; 2, row blocks for every row; 4, clusters for every row.
+void launch_fused_forward(const CrossEntropy& a, cudaStream_t stream) {
+  int64_t blocks = a.rows - a.rows % kFusedForwardWaveRows;
+  if (a.ilp == 2) blocks = a.rows;
+  if (a.ilp == 4) blocks = 0;
+  if (blocks > 0) {
+    fused_forward_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(a);
+    check_launch("cross_entropy fused forward", a.stream);
+  }
+  if (blocks < a.rows) {
+    fused_forward_cluster_kernel<<<static_cast<unsigned>((a.rows - blocks) * kSegments), kBlock, 0, stream>>>(a, blocks);
+    check_launch("cross_entropy fused forward (clusters)", a.stream);
+  }
 }
 
 // --- fused backward: one row a cluster, a segment a block, rows in turn --------------------------
@@ -886,8 +950,7 @@ void launch_cross_entropy(const CrossEntropy& a) {
   const auto rows = static_cast<unsigned>(a.rows);
   if (a.order == CrossEntropyOrder::kFused) {
     if (!a.backward) {
-      fused_forward_kernel<<<rows, kBlock, 0, stream>>>(a);
-      check_launch("cross_entropy fused forward", a.stream);
+      launch_fused_forward(a, stream);
     } else {
       launch_fused_backward(a, stream);
     }

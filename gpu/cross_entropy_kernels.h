@@ -34,6 +34,9 @@ enum class CrossEntropyOrder { kEager, kFused };
 inline constexpr int kFusedSegments = 8;
 inline constexpr int kFusedSegmentLanes = 1024;
 inline constexpr int64_t kFusedBufferedMaxSpan = 25600;
+// The fused forward's row blocks resident at once on a 132-SM H100 or H200 (two an SM): full waves of
+// them go to row blocks, the rows after the last full wave to clusters of a row each.
+inline constexpr int64_t kFusedForwardWaveRows = 264;
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
@@ -53,7 +56,7 @@ struct CrossEntropy {
   void* loss = nullptr;          // [N] fp32 (forward)
   void* d_logits = nullptr;      // [N, V] fp32 (backward)
   void* stream = nullptr;
-  int ilp = 0;  // the fused backward's kernel (gpu/common/ilp.h's knob; 0: the default)
+  int ilp = 0;  // the fused kernels' shapes (gpu/common/ilp.h's knob; 0: the default)
 };
 void launch_cross_entropy(const CrossEntropy& args);
 
