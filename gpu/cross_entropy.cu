@@ -5,7 +5,7 @@
 // One row a block (1024 threads) for the eager block orders, one row a warp for the eager warp
 // order. The eager kernels read a row twice (its max, then its sum; the backward a third time for
 // the outputs), as PyTorch's do. The fused forward reads each logit once, one row a block walking all
-// eight segments at once (the rows after the last full wave of blocks: a cluster of 8 blocks a row);
+// eight segments at once (or, as ILP variants, a cluster of 8 blocks a row, a segment a block);
 // the fused backward also reads each logit once from HBM: a cluster of 8 blocks takes a row, each
 // block keeping its segment in shared memory for the output pass, the segments brought by the bulk
 // copy engine a row ahead where V % 4 == 0.
@@ -347,15 +347,16 @@ __global__ void __launch_bounds__(kBlock) fused_forward_kernel(CrossEntropy a) {
   row_outputs(a, row, total.m, logf(total.s), 0, 1, false);
 }
 
-// --- fused forward: the last rows a cluster each, a segment a block ------------------------------
+// --- fused forward: a cluster a row, a segment a block ------------------------------------------
 // A grid of row blocks ends in a partial wave: at N = 8192, 31 full waves of 264 rows (132 SMs, two
-// blocks each) and then 8 rows, each as slow alone as in a full wave (a block's walk is bound by its
-// loads in flight, not by the bandwidth left to it). The rows past the last full wave go to this
-// kernel instead: a cluster of 8 blocks a row, block s walking segment s with thread t as lane t
+// blocks each) and then 8 rows, each about as slow alone as in a full wave (on the H200, 64 rows
+// took 45 us, a wave of 8192 about 44: a block's walk is bound by its own loads in flight). This
+// kernel takes a row with a cluster of 8 blocks, block s walking segment s with thread t as lane t
 // (the same elements, in the same order, as the row block's lanes), the segment's 1024 lanes through
 // the same halving tree (every level in shared memory and shuffles), block 0 combining the 8
-// results from its cluster's shared memory. Every bit is the row block's.
-constexpr int kClusterWalkUnroll = 8;      // loads a thread has in flight
+// results from its cluster's shared memory: every bit is the row block's, a row in an eighth of the
+// time. Not measured yet; the ILP variants below run it (bench/NOTES.md).
+constexpr int kClusterWalkUnroll = 8;  // loads a thread has in flight
 
 __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBlock)
     fused_forward_cluster_kernel(CrossEntropy a, int64_t first_row) {
@@ -393,12 +394,12 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBlock)
   cluster.sync();  // no block leaves while block 0 may still read its result
 }
 
-// The fused forward's launches: row blocks for every full wave of kFusedForwardWaveRows rows, clusters
-// for the rest (all of N below one wave). The ILP knob (bench/NOTES.md): 0 and 1 (the default), that
-// split; 2, row blocks for every row; 4, clusters for every row.
+// The fused forward's launches. The ILP knob: 0 (the default) and 2, row blocks for every row; 1, row
+// blocks for every full wave of kFusedForwardWaveRows rows and clusters for the rest (all of N below
+// one wave); 4, clusters for every row.
 void launch_fused_forward(const CrossEntropy& a, cudaStream_t stream) {
-  int64_t blocks = a.rows - a.rows % kFusedForwardWaveRows;
-  if (a.ilp == 2) blocks = a.rows;
+  int64_t blocks = a.rows;
+  if (a.ilp == 1) blocks = a.rows - a.rows % kFusedForwardWaveRows;
   if (a.ilp == 4) blocks = 0;
   if (blocks > 0) {
     fused_forward_kernel<<<static_cast<unsigned>(blocks), kBlock, 0, stream>>>(a);

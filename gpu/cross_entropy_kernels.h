@@ -34,8 +34,8 @@ enum class CrossEntropyOrder { kEager, kFused };
 inline constexpr int kFusedSegments = 8;
 inline constexpr int kFusedSegmentLanes = 1024;
 inline constexpr int64_t kFusedBufferedMaxSpan = 25600;
-// The fused forward's row blocks resident at once on a 132-SM H100 or H200 (two an SM): full waves of
-// them go to row blocks, the rows after the last full wave to clusters of a row each.
+// The fused forward's row blocks resident at once on a 132-SM H100 or H200 (two an SM): the ILP 1
+// variant takes full waves of rows in row blocks, the rows after the last full wave in clusters.
 inline constexpr int64_t kFusedForwardWaveRows = 264;
 #if defined(__CUDACC__)
 __host__ __device__

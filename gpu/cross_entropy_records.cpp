@@ -31,7 +31,6 @@ static_assert(kFusedSegments == ops::kFusedSegments && kFusedSegmentLanes == ops
 static_assert(fused_segment_span(ops::kFusedBufferedMaxV) == kFusedBufferedMaxSpan &&
                   fused_segment_span(ops::kFusedBufferedMaxV + 1) > kFusedBufferedMaxSpan,
               "ops::kFusedBufferedMaxV is the widest V the fused backward keeps on chip");
-static_assert(kFusedForwardWaveRows == ops::kFusedForwardWaveRows, "the forward's split is the classes'");
 static_assert(fused_segment_span(151552) == ops::fused_segment_span(151552) &&
               fused_segment_span(8193) == ops::fused_segment_span(8193));
 
@@ -65,12 +64,11 @@ std::vector<KernelRecord> cross_entropy_kernels() {
   // The paths (ops/cross_entropy.cpp's tags): eager's kernel per V (warp, Reg, Smem, ILP and its row
   // shift); fused's segments (one without elements, a partial last step, the backward without
   // on-chip segments above kFusedBufferedMaxV, the backward whose threads load the logits where
-  // V % 4 != 0, as the bulk copies need 16-byte rows; the forward's row blocks and row clusters).
+  // V % 4 != 0, as the bulk copies need 16-byte rows).
   return {{"cross_entropy", "megatron_eager", bind_eager,
            {"rows=0", "kernel=warp", "kernel=reg", "kernel=smem", "kernel=ilp", "ilp_row_shift"}},
-          {"cross_entropy", "fused", bind_fused,
-           {"rows=0", "fused:empty_segment", "fused:partial_step", "fused:unbuffered", "fused:scalar_rows",
-            "fused:row_blocks", "fused:row_clusters"}}};
+          {"cross_entropy", "fused", bind_fused, {"rows=0", "fused:empty_segment", "fused:partial_step", "fused:unbuffered",
+                                                         "fused:scalar_rows"}}};
 }
 
 }  // namespace bitparity::gpu

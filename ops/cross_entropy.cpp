@@ -185,10 +185,7 @@ rc::Gen<Case> generate(Direction dir) {
     c.op = kWho;
     c.direction = dir;
     const int64_t V = *vocab();
-    // One full wave of the fused forward's row blocks and a few rows past it, 1 case in 16: the
-    // row blocks' path (rows() reaches it in under 1 % of cases once N * V is bounded).
-    int64_t N = *rc::gen::weightedOneOf<int64_t>(
-        {{15, gen::rows()}, {1, rc::gen::inRange<int64_t>(kFusedForwardWaveRows, kFusedForwardWaveRows + 17)}});
+    int64_t N = *gen::rows();
     if (N > 1 && N * V > kMaxGeneratedElements) N = std::max<int64_t>(1, kMaxGeneratedElements / V);
     const int ignore_mode = *rc::gen::weightedElement<int>({{5, 0}, {1, 1}, {1, 2}, {1, 3}});
     int64_t ignore = kDefaultIgnoreIndex;
@@ -277,9 +274,6 @@ CaseClasses classes(const Case& c) {
   if (last % kFusedSegmentLanes != 0) k.tags.push_back("fused:partial_step");
   if (V > kFusedBufferedMaxV && c.direction == Direction::kBackward) k.tags.push_back("fused:unbuffered");
   if (V % 4 != 0 && c.direction == Direction::kBackward) k.tags.push_back("fused:scalar_rows");
-  // The forward's full waves of rows (row blocks) and the rows after them (a cluster each).
-  if (c.direction == Direction::kForward && N >= kFusedForwardWaveRows) k.tags.push_back("fused:row_blocks");
-  if (c.direction == Direction::kForward && N % kFusedForwardWaveRows != 0) k.tags.push_back("fused:row_clusters");
   if (ignore >= 0 && ignore < V) k.tags.push_back("ignore_index=class");
   bool nonfinite = false, ignored_any = false;
   for (int64_t i = 0; i < N; ++i) {
@@ -317,7 +311,6 @@ std::vector<std::string> required_tags(Direction dir) {
                                    "ignore_index=class", "logits:-inf", "row:all_-inf", "logits:nan", "logits:+inf",
                                    "logits:large", "row:tied_max", "row:S==1_at_label", "label=ignored", "label=0",
                                    "label=V-1", "label=argmax", "fused:empty_segment", "fused:partial_step"};
-  if (dir == Direction::kForward) tags.insert(tags.end(), {"fused:row_blocks", "fused:row_clusters"});
   if (dir == Direction::kBackward) tags.push_back("fused:unbuffered");
   if (dir == Direction::kBackward) tags.push_back("fused:scalar_rows");
   if (dir == Direction::kBackward)

@@ -30,10 +30,6 @@ constexpr int64_t fused_segment_span(int64_t V) {
 // The widest V whose segments bitparity's fused backward keeps in shared memory: above it the
 // kernel takes its other path (a generated class of its own).
 inline constexpr int64_t kFusedBufferedMaxV = 204800;
-// bitparity's fused forward takes the rows of every full wave of kFusedForwardWaveRows in row
-// blocks and the rest (all of N below one wave) in clusters of a row each: two kernels, two
-// generated classes.
-inline constexpr int64_t kFusedForwardWaveRows = 264;
 
 // adamw_step's attributes as torch.optim.AdamW takes them, an absent one at AdamW's default (lr
 // 1e-3, betas (0.9, 0.999), eps 1e-8, weight_decay 1e-2, maximize False); step has no default.
