@@ -189,6 +189,19 @@ TEST(SanitizerLog, RacecheckReportsInsideALibrarysKernelsAreTold) {
       "=========     Write Thread (96,0,0) at planted_reduce+0xd0\n";
   EXPECT_EQ(sanitizer_reports(device_only).at(0).kernel, "planted_reduce");
   EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + device_only + racecheck_summary(1), 1000));
+  // Each judged log says why, for the finding's message.
+  const auto because = [](const std::string& log) { return racecheck_judged_because(log, 1000); };
+  EXPECT_EQ(because(kSanitizerBanner + theirs + theirs + racecheck_summary(2)), "");
+  EXPECT_NE(because(kSanitizerBanner + theirs + ours + racecheck_summary(2))
+                .find("a report in void bitparity::gpu::fused_backward_bulk_kernel<512, 4>"),
+            std::string::npos);
+  EXPECT_NE(because(theirs + racecheck_summary(1)).find("banner"), std::string::npos);
+  EXPECT_NE(because(kSanitizerBanner + theirs + racecheck_summary(1000)).find("counts 1000 hazards, at the print limit"),
+            std::string::npos);
+  EXPECT_NE(because(kSanitizerBanner + theirs).find("no RACECHECK SUMMARY"), std::string::npos);
+  EXPECT_NE(because(kSanitizerBanner + racecheck_summary(0)).find("counts 0 hazards"), std::string::npos);
+  EXPECT_NE(because(kSanitizerBanner + device_only + racecheck_summary(1)).find("a report in planted_reduce"),
+            std::string::npos);
 }
 
 // A sanitized worker whose checker reports only inside cuBLAS's kernels: its answer stands and the
@@ -207,7 +220,9 @@ TEST(ExecBackend, LibraryOnlyRacecheckReportsLeaveTheAnswer) {
   mixed.hazard_exit_status = 86;
   mixed.library_hazards_not_judged = true;
   add_exec_backend(r, "mixed", mixed);
-  EXPECT_EQ(corpus::run_side(r, "mixed:strict", flagged).reject_class, "sanitizer_hazard");
+  const Outcome judged_mixed = corpus::run_side(r, "mixed:strict", flagged);
+  EXPECT_EQ(judged_mixed.reject_class, "sanitizer_hazard");
+  EXPECT_NE(judged_mixed.message.find("(judged as a hazard: a report in "), std::string::npos) << judged_mixed.message;
   library.library_hazards_not_judged = false;
   add_exec_backend(r, "judged", library);
   EXPECT_EQ(corpus::run_side(r, "judged:strict", flagged).reject_class, "sanitizer_hazard");

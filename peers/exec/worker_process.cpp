@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -136,7 +137,10 @@ void WorkerProcess::await_exit(Clock::time_point deadline) {
   stop();
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   const bool hazard = WIFEXITED(status) && WEXITSTATUS(status) == options_.hazard_exit_status;
-  if (hazard && options_.library_hazards_not_judged && racecheck_library_only(stderr_tail_, kSanitizerPrintLimit)) {
+  std::optional<std::string> judged_because;  // where library reports may be left unjudged: why these are not
+  if (hazard && options_.library_hazards_not_judged)
+    judged_because = racecheck_judged_because(stderr_tail_, kSanitizerPrintLimit);
+  if (judged_because && judged_because->empty()) {
     // Every report lies in a closed library's kernel: the answer stands; each kernel named once.
     static std::mutex named_mutex;
     static std::set<std::string> named;
@@ -167,6 +171,7 @@ void WorkerProcess::await_exit(Clock::time_point deadline) {
   }
   if (report.empty() && !stderr_tail_.empty()) report = "\n" + stderr_tail_;
   while (!report.empty() && (report.back() == '\n' || report.back() == '\r')) report.pop_back();
+  if (judged_because) report += "\n(judged as a hazard: " + *judged_because + ")";
   const std::string message = "worker " + options_.name + ": after its answer it " + describe_status(status) +
                               (hazard ? " (the hazard status): its checker reported on this case:"
                                       : ", not 0 nor the hazard status " +
@@ -355,21 +360,31 @@ std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
   return reports;
 }
 
-bool racecheck_library_only(const std::string& log, int print_limit) {
-  if (log.find("COMPUTE-SANITIZER") == std::string::npos) return false;  // the log's start was cut
+std::string racecheck_judged_because(const std::string& log, int print_limit) {
+  if (log.find("COMPUTE-SANITIZER") == std::string::npos)
+    return "the log's start (the tool's banner) was not kept, so not every report can be read";
   const size_t summary = log.rfind("RACECHECK SUMMARY: ");
-  if (summary == std::string::npos) return false;
+  if (summary == std::string::npos) return "the log has no RACECHECK SUMMARY line";
   size_t i = summary + 19;
   long long hazards = 0;
   bool digits = false;
   for (; i < log.size() && std::isdigit(static_cast<unsigned char>(log[i])); ++i, digits = true)
     hazards = std::min<long long>(hazards * 10 + (log[i] - '0'), 1LL << 40);
-  if (!digits || hazards <= 0 || hazards >= print_limit) return false;  // none, or some left unprinted
+  if (!digits) return "the RACECHECK SUMMARY line counts no hazards";
+  if (hazards <= 0) return "the RACECHECK SUMMARY line counts 0 hazards";
+  if (hazards >= print_limit)
+    return "the summary counts " + std::to_string(hazards) + " hazards, at the print limit (" +
+           std::to_string(print_limit) + "): reports past it were not printed, so they cannot be placed";
   const std::vector<SanitizerReport> reports = sanitizer_reports(log);
-  if (reports.empty()) return false;
+  if (reports.empty()) return "no report of the log could be read";
   for (const SanitizerReport& r : reports)
-    if (r.library.empty()) return false;
-  return true;
+    if (r.library.empty())
+      return "a report in " + r.kernel + " was not launched from a closed library's code";
+  return "";
+}
+
+bool racecheck_library_only(const std::string& log, int print_limit) {
+  return racecheck_judged_because(log, print_limit).empty();
 }
 
 std::vector<std::string> WorkerProcess::library_hazards() const {

@@ -56,6 +56,9 @@ std::vector<SanitizerReport> sanitizer_reports(const std::string& log);
 // `print_limit` (none left unprinted), and each printed report's launching library is known. Such
 // reports are about NVIDIA's code, which no change to the kernels under test can fix.
 bool racecheck_library_only(const std::string& log, int print_limit);
+// Why a racecheck log is not the library's alone (the first condition above it fails), for the
+// finding's message; empty where racecheck_library_only holds.
+std::string racecheck_judged_because(const std::string& log, int print_limit);
 
 class WorkerProcess {
  public:
