@@ -112,11 +112,23 @@ OutputMetas validate(const Case& c, const ContractInfo&) {
 
 // --- the composition: one chain for every backend --------------------------------------------------
 
+// t [R, C] as [C, R], element by element in its own width (the chain's operands are bf16).
 Tensor transposed(const Tensor& t) {
   const int64_t R = t.dim(0), C = t.dim(1);
   Tensor out(t.dtype(), {C, R});
-  for (int64_t r = 0; r < R; ++r)
-    for (int64_t k = 0; k < C; ++k) out.set_bits(k * R + r, t.bits(r * C + k));
+  auto copy = [&]<typename Bits>(Bits) {
+    const auto* in = reinterpret_cast<const Bits*>(t.data());
+    auto* to = reinterpret_cast<Bits*>(out.data());
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t k = 0; k < C; ++k) to[k * R + r] = in[r * C + k];
+  };
+  switch (dtype_size(t.dtype())) {
+    case 2: copy(uint16_t{}); break;
+    case 4: copy(uint32_t{}); break;
+    default:
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t k = 0; k < C; ++k) out.set_bits(k * R + r, t.bits(r * C + k));
+  }
   return out;
 }
 
@@ -138,17 +150,19 @@ Tensor matmul(const Stages& s, Tensor a, Tensor b) {
   return std::move(out.at("out"));
 }
 
-// The activation's case: swiglu_scale with probs as its per-row scale, swiglu without.
-TensorMap activation(const Stages& s, const Case& c, Direction direction, const Tensor& h, const Tensor* probs,
-                     const Tensor* g) {
+// The activation's case: swiglu_scale with probs as its per-row scale, swiglu without. Operands by
+// value, as for matmul: the chain moves in those it no longer needs.
+TensorMap activation(const Stages& s, const Case& c, Direction direction, Tensor h, std::optional<Tensor> probs,
+                     std::optional<Tensor> g) {
   Case a;
   a.op = probs ? "swiglu_scale" : "swiglu";
   a.direction = direction;
   if (auto it = c.attrs.find(kClampAttr); it != c.attrs.end()) a.attrs[kClampAttr] = it->second;
-  a.inputs["y"] = h;
-  if (probs) a.inputs["scale"] = *probs;
-  if (g) a.inputs["g"] = *g;
-  return probs ? s.scaled(a, s.scaled_contract) : s.plain(a, s.plain_contract);
+  a.inputs["y"] = std::move(h);
+  const bool scaled = probs.has_value();
+  if (probs) a.inputs["scale"] = std::move(*probs);
+  if (g) a.inputs["g"] = std::move(*g);
+  return scaled ? s.scaled(a, s.scaled_contract) : s.plain(a, s.plain_contract);
 }
 
 TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
@@ -162,24 +176,28 @@ TensorMap run_chain(const Stages& s, const Case& c, ExpertPadding padding) {
   const bool rows_alone = s.rows == GemmRows::kIndependent;
   const bool pads = padding == ExpertPadding::kMegatron && !(rows_alone && c.direction == Direction::kForward);
   const int64_t Mp = pads ? expert_padded_rows(M) : M;
-  const Tensor xp = zero_padded_rows(x, Mp);
-  std::optional<Tensor> pp;
-  if (const Tensor* probs = c.input("probs")) pp = zero_padded_rows(*probs, Mp);
-  const Tensor* probs = pp ? &*pp : nullptr;
+  Tensor xp = zero_padded_rows(x, Mp);
+  std::optional<Tensor> probs;
+  if (const Tensor* p = c.input("probs")) probs = zero_padded_rows(*p, Mp);
 
-  const Tensor h = matmul(s, xp, w1);
-  const Tensor act = activation(s, c, Direction::kForward, h, probs, nullptr).at("out");
-  if (c.direction == Direction::kForward) return {{"out", tensor_rows(matmul(s, act, w2), 0, M)}};
+  if (c.direction == Direction::kForward) {  // moves into the stages what the backward keeps
+    Tensor h = matmul(s, std::move(xp), w1);
+    Tensor act = std::move(activation(s, c, Direction::kForward, std::move(h), std::move(probs), std::nullopt).at("out"));
+    return {{"out", tensor_rows(matmul(s, std::move(act), w2), 0, M)}};
+  }
+  Tensor h = matmul(s, xp, w1);
+  Tensor act = std::move(activation(s, c, Direction::kForward, h, probs, std::nullopt).at("out"));
 
-  const Tensor dp = zero_padded_rows(*c.input("d_out"), Mp);
-  const Tensor d_act = matmul(s, dp, transposed(w2));
+  Tensor dp = zero_padded_rows(*c.input("d_out"), Mp);
+  Tensor d_act = matmul(s, dp, transposed(w2));
   TensorMap out;
-  out["d_w2"] = matmul(s, transposed(act), dp);
-  const TensorMap d_activation = activation(s, c, Direction::kBackward, h, probs, &d_act);
-  const Tensor& d_h = d_activation.at("d_y");
+  out["d_w2"] = matmul(s, transposed(act), std::move(dp));
+  const bool scaled = probs.has_value();
+  TensorMap d_activation = activation(s, c, Direction::kBackward, std::move(h), std::move(probs), std::move(d_act));
+  Tensor& d_h = d_activation.at("d_y");
   out["d_x"] = tensor_rows(matmul(s, rows_alone ? tensor_rows(d_h, 0, M) : d_h, transposed(w1)), 0, M);
-  out["d_w1"] = matmul(s, transposed(xp), d_h);
-  if (probs) out["d_probs"] = tensor_rows(d_activation.at("d_scale"), 0, M);
+  out["d_w1"] = matmul(s, transposed(xp), std::move(d_h));
+  if (scaled) out["d_probs"] = tensor_rows(d_activation.at("d_scale"), 0, M);
   return out;
 }
 

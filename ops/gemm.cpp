@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include <Eigen/Dense>
 #include <rapidcheck.h>
 
 #include "core/error.h"
@@ -371,31 +370,50 @@ Tensor bf16_with_exponents(Shape shape, uint64_t seed, int lo, int hi) {
 // Every product of two bf16 values is exact in fp64, and the sum is within K fp64 ulps of the
 // largest partial sum, far below a bf16 ulp of any output that does not cancel. Non-finite inputs
 // give what IEEE fp64 gives.
+namespace {
+
+// Element i of a floating tensor as its exact double, the dtype decided once: a bf16 tensor (every
+// gemm operand) is read straight from its bit patterns, not through Tensor::f64's per-element dispatch.
+template <typename Visit>
+void with_element_reader(const Tensor& t, Visit visit) {
+  if (t.dtype() == DType::kBF16) {
+    const auto* bits = reinterpret_cast<const uint16_t*>(t.data());
+    visit([bits](int64_t i) { return static_cast<double>(f32_from_bf16(bits[i])); });
+  } else {
+    visit([&t](int64_t i) { return t.f64(i); });
+  }
+}
+
+}  // namespace
+
 std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
   const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
   // a's rows and b's columns as contiguous vectors. A product of a zero and a finite value is +-0,
   // and adding +-0 to the running sum changes nothing (the sum starts at +0 and is never -0), so
   // each output stops where one side's trailing zeros begin, if the other side holds no Inf or NaN
   // there: a padded expert's zero rows are not walked, nor the zero tail of K in a weight gradient.
-  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  RowMajor rows(M, K), columns(N, K);
+  std::vector<double> rows(static_cast<size_t>(M * K)), columns(static_cast<size_t>(N * K));
   // Per vector: one past its last nonzero, and its last non-finite index (-1 if none).
   std::vector<int64_t> row_end(static_cast<size_t>(M), 0), row_last_special(static_cast<size_t>(M), -1);
   std::vector<int64_t> column_end(static_cast<size_t>(N), 0), column_last_special(static_cast<size_t>(N), -1);
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t k = 0; k < K; ++k) {
-      const double v = a.f64(m * K + k);
-      rows(m, k) = v;
-      if (v != 0) row_end[static_cast<size_t>(m)] = k + 1;
-      if (!std::isfinite(v)) row_last_special[static_cast<size_t>(m)] = k;
-    }
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) {
-      const double v = b.f64(k * N + n);
-      columns(n, k) = v;
-      if (v != 0) column_end[static_cast<size_t>(n)] = k + 1;
-      if (!std::isfinite(v)) column_last_special[static_cast<size_t>(n)] = k;
-    }
+  with_element_reader(a, [&](auto element) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) {
+        const double v = element(m * K + k);
+        rows[static_cast<size_t>(m * K + k)] = v;
+        if (v != 0) row_end[static_cast<size_t>(m)] = k + 1;
+        if (!std::isfinite(v)) row_last_special[static_cast<size_t>(m)] = k;
+      }
+  });
+  with_element_reader(b, [&](auto element) {
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        const double v = element(k * N + n);
+        columns[static_cast<size_t>(n * K + k)] = v;
+        if (v != 0) column_end[static_cast<size_t>(n)] = k + 1;
+        if (!std::isfinite(v)) column_last_special[static_cast<size_t>(n)] = k;
+      }
+  });
   std::vector<double> out(static_cast<size_t>(M * N));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
@@ -404,8 +422,8 @@ std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
       if (column_last_special[ni] < row_end[mi]) end = std::min(end, row_end[mi]);
       if (row_last_special[mi] < column_end[ni]) end = std::min(end, column_end[ni]);
       // Sequential, so that a blocked order does not turn an Inf * 0 into a different NaN pattern.
-      const double* x = rows.row(m).data();
-      const double* y = columns.row(n).data();
+      const double* x = rows.data() + m * K;
+      const double* y = columns.data() + n * K;
       double s = 0;
       for (int64_t k = 0; k < end; ++k) s += x[k] * y[k];
       out[static_cast<size_t>(m * N + n)] = s;

@@ -3,8 +3,10 @@
 // RNE rounding of the fp32 accumulator to bf16.
 #include "reference/gemm.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -125,8 +127,11 @@ uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c) 
   int64_t sum = 0;
   for (int k = 0; k < kMmaChunk; ++k) {
     const int32_t s = sig[k];
-    const int64_t aligned = (static_cast<int64_t>(s < 0 ? -s : s) << 11) >> right_shift(emax - tag[k]);
-    sum += s < 0 ? -aligned : aligned;
+    // A zero term's tag may lie above emax: as unsigned its shift is clamped to 63, and 0 stays 0.
+    const unsigned shift = std::min(static_cast<unsigned>(emax - tag[k]), 63u);
+    const int64_t aligned = (static_cast<int64_t>(s < 0 ? -s : s) << 11) >> shift;
+    const int64_t negative = s < 0 ? -1 : 0;
+    sum += (aligned ^ negative) - negative;  // -aligned where the product is negative
   }
   const int64_t aligned_c = (mc << 2) >> right_shift(emax - ec);
   sum += (c >> 31) != 0 ? -aligned_c : aligned_c;
@@ -183,14 +188,18 @@ struct ChunkedOperand {
 // A chunk whose 16 products are all zero (a zero times a finite value) is not taken: the step of
 // zero products returns its accumulator unchanged whatever it holds (a finite value, +-Inf or the
 // canonical NaN that steps return; never -0, which a step does not produce), so the result is
-// fixed_order_dot's. A chunk with a non-finite value on either side is taken through the full step.
+// fixed_order_dot's. A chunk of finite values on both sides, into a finite accumulator, goes
+// straight to the finite step, which is where mma_bf16_step would send it after finding nothing to
+// sort out; any other chunk (a non-finite value on either side, or an accumulator that overflowed
+// to an Inf or became NaN) is taken through the full step.
 uint32_t chunked_dot(const ChunkedOperand& a, int64_t m, const ChunkedOperand& b, int64_t n) {
   constexpr uint8_t kZero = ChunkedOperand::kAllZero, kSpecial = ChunkedOperand::kNonFinite;
   uint32_t acc = 0;
   for (int64_t c = 0; c < a.chunks; ++c) {
     const uint8_t fa = a.flag(m, c), fb = b.flag(n, c);
     if (((fa & kZero) && !(fb & kSpecial)) || ((fb & kZero) && !(fa & kSpecial))) continue;
-    acc = mma_bf16_step(a.chunk(m, c), b.chunk(n, c), acc);
+    const bool finite = ((fa | fb) & kSpecial) == 0 && ((acc >> 23) & 0xFF) != 0xFF;
+    acc = finite ? mma_bf16_finite_step(a.chunk(m, c), b.chunk(n, c), acc) : mma_bf16_step(a.chunk(m, c), b.chunk(n, c), acc);
   }
   return acc;
 }
@@ -207,7 +216,7 @@ TensorMap fixed_order(const Case& c, const ContractInfo&) {
   const ChunkedOperand columns(reinterpret_cast<const uint16_t*>(b.data()), N, K, 1, N);
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) out.set_f32(m * N + n, f32_from_bits(chunked_dot(rows, m, columns, n)));
-  return {{"out", out}};
+  return {{"out", std::move(out)}};
 }
 
 // cublas: NVIDIA's order is unknown, and the contract is judged by its error bound (ops/gemm.cpp);
@@ -218,8 +227,10 @@ TensorMap exact_rounded_once(const Case& c, const ContractInfo&) {
   const Tensor& b = *c.input("b");
   const std::vector<double> sums = ops::gemm_exact_sums(a, b);
   Tensor out(DType::kBF16, {a.dim(0), b.dim(1)});
-  for (int64_t i = 0; i < out.numel(); ++i) out.set_bits(i, from_double(DType::kBF16, sums[static_cast<size_t>(i)]));
-  return {{"out", out}};
+  auto* bits = reinterpret_cast<uint16_t*>(out.data());
+  for (int64_t i = 0; i < out.numel(); ++i)
+    bits[i] = static_cast<uint16_t>(from_double(DType::kBF16, sums[static_cast<size_t>(i)]));
+  return {{"out", std::move(out)}};
 }
 
 }  // namespace

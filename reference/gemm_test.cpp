@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -258,6 +259,68 @@ TEST(GemmReference, SkippedZeroChunksGiveFixedOrderDotsBits) {
   EXPECT_GT(zero_against_special, 20);
   EXPECT_GT(special_then_zero, 20);
   EXPECT_GT(skipped, 200);
+}
+
+// The GEMM reference takes a chunk of finite values into a finite accumulator through the finite
+// step directly. Against fixed_order_dot output by output, on operands whose products reach past
+// fp32's range in some chunks and not in others, with a rare NaN: an accumulator that overflowed to
+// +-Inf, or became NaN, must still go through the full step when finite chunks follow, and the
+// finite ones must give the full step's bits.
+TEST(GemmReference, FiniteChunksGiveFixedOrderDotsBitsAfterAnOverflow) {
+  std::mt19937 rng(29);
+  const Registry& r = builtin_registry();
+  const ContractInfo& contract = *r.op("gemm")->contract("fixed_order");
+  int finite_after_inf = 0, finite_after_nan = 0, finite_steps = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t M = 1 + static_cast<int64_t>(rng() % 6), K = 1 + static_cast<int64_t>(rng() % 80),
+                  N = 1 + static_cast<int64_t>(rng() % 6);
+    Tensor a(DType::kBF16, {M, K}), b(DType::kBF16, {K, N});
+    // a's chunks are large (2^100 .. 2^127) or moderate (2^-10 .. 2^9), by chunk; b's values 2^0 .. 2^29,
+    // so that a large chunk's products overflow fp32 (2^128) and a moderate one's do not.
+    std::vector<bool> large_chunk(static_cast<size_t>((K + kMmaChunk - 1) / kMmaChunk));
+    for (size_t c = 0; c < large_chunk.size(); ++c) large_chunk[c] = rng() % 3 == 0;
+    auto value = [&](int lo, int span) {
+      return static_cast<uint16_t>(((rng() % 2) << 15) | ((127 + lo + static_cast<int>(rng() % span)) << 7) | (rng() % 128));
+    };
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k)  // now and then a NaN, whose chunk leaves a NaN accumulator
+        a.set_bits(m * K + k, rng() % 64 == 0                                  ? kNan
+                              : large_chunk[static_cast<size_t>(k / kMmaChunk)] ? value(100, 28)
+                                                                                : value(-10, 20));
+    for (int64_t i = 0; i < K * N; ++i) b.set_bits(i, value(0, 30));
+    Case c;
+    c.op = "gemm";
+    c.direction = Direction::kForward;
+    c.inputs["a"] = a;
+    c.inputs["b"] = b;
+    const Tensor out = (*r.impl("gemm", "ref:fixed_order"))(c, contract).at("out");
+    const auto* ap = reinterpret_cast<const uint16_t*>(a.data());
+    const auto* bp = reinterpret_cast<const uint16_t*>(b.data());
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const uint32_t dot = fixed_order_dot(ap + m * K, 1, bp + n, N, K);
+        const uint16_t expected = bf16_from_f32(f32_from_bits(dot));
+        EXPECT_EQ(static_cast<uint16_t>(out.bits(m * N + n)), expected)
+            << "trial " << trial << " [" << m << ", " << n << "] K " << K;
+        // What the outputs exercised: finite chunks into an Inf or a NaN accumulator, and into a
+        // finite one.
+        uint32_t acc = 0;
+        for (int64_t k0 = 0; k0 < K; k0 += kMmaChunk) {
+          const int64_t k1 = std::min<int64_t>(K, k0 + kMmaChunk);
+          const uint32_t next = fixed_order_dot(ap + m * K, 1, bp + n, N, k1);
+          bool finite_chunk = true;
+          for (int64_t k = k0; k < k1; ++k) finite_chunk &= ap[m * K + k] != kNan;
+          const bool inf = (acc & 0x7FFFFFFFu) == 0x7F800000u, nan = (acc & 0x7FFFFFFFu) > 0x7F800000u;
+          finite_after_inf += finite_chunk && inf;
+          finite_after_nan += finite_chunk && nan;
+          finite_steps += finite_chunk && !inf && !nan;
+          acc = next;
+        }
+      }
+  }
+  EXPECT_GT(finite_after_inf, 50);
+  EXPECT_GT(finite_after_nan, 20);
+  EXPECT_GT(finite_steps, 500);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "reference/numerics.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -20,6 +21,7 @@ constexpr int64_t kWarpLanes = 32;
 constexpr int kVectorBytes = 16;                 // bytes of one vectorized load
 constexpr int64_t kIterationAccumulators = 4;  // a lane's accumulators where rows are not vectorized
 constexpr int64_t kVectorizeFrom = 128; // rows at least this wide load vectors
+constexpr size_t kMaxAccumulators = std::max<size_t>(kVectorBytes / 2, kIterationAccumulators);
 
 int64_t pow2_floor_capped(int64_t n) {
   int64_t p = 1;
@@ -93,10 +95,11 @@ float torch_row_sum(std::span<const float> row, int64_t rows, int element_bytes)
   const int64_t lanes = plan.lanes;
   const int64_t accumulators = plan.vectorized ? plan.vector : kIterationAccumulators;
 
-  std::vector<float> lane_value(static_cast<size_t>(lanes));
-  std::vector<float> acc(static_cast<size_t>(accumulators));
+  // On the stack: a lane count is at most kMaxThreads, a lane's accumulators at most a 16-bit vector's.
+  std::array<float, kMaxThreads> lane_value;
+  std::array<float, kMaxAccumulators> acc;
   for (int64_t l = 0; l < lanes; ++l) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
+    std::fill_n(acc.begin(), accumulators, 0.0f);
     for (int64_t it = 0;; ++it) {
       if (plan.vectorized) {
         const int64_t base = plan.vector * (l + lanes * it);
@@ -109,7 +112,7 @@ float torch_row_sum(std::span<const float> row, int64_t rows, int element_bytes)
       }
     }
     float value = acc[0];  // ((acc0 + acc1) + acc2) + ..., left to right
-    for (size_t i = 1; i < acc.size(); ++i) value += acc[i];
+    for (int64_t i = 1; i < accumulators; ++i) value += acc[static_cast<size_t>(i)];
     lane_value[static_cast<size_t>(l)] = value;
   }
   for (int64_t stride = lanes / 2; stride >= 1; stride /= 2)
