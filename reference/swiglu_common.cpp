@@ -1,6 +1,7 @@
 #include "reference/swiglu_common.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "reference/numerics.h"
 
@@ -20,6 +21,25 @@ std::optional<double> active_clamp(const Case& c, ClampGate gate) {
 }
 
 DType promote(DType a, DType b) { return a == b ? a : DType::kFP32; }
+
+namespace {
+size_t row_bytes(const Tensor& t) { return t.nbytes() / static_cast<size_t>(t.dim(0)); }
+}  // namespace
+
+bool repeats_previous_row(std::initializer_list<const Tensor*> tensors, int64_t r) {
+  for (const Tensor* t : tensors) {
+    const size_t n = row_bytes(*t);
+    const uint8_t* row = t->data() + static_cast<size_t>(r) * n;
+    if (std::memcmp(row, row - n, n) != 0) return false;
+  }
+  return true;
+}
+
+void copy_previous_row(Tensor& t, int64_t r) {
+  const size_t n = row_bytes(t);
+  uint8_t* row = t.data() + static_cast<size_t>(r) * n;
+  std::memcpy(row, row - n, n);
+}
 
 namespace {
 

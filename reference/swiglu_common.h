@@ -3,6 +3,8 @@
 // input checks are the op's spec (ops/swiglu_family.h), applied before any of this runs.
 #pragma once
 
+#include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -22,6 +24,12 @@ Tensor biased_input(const Case& c);
 // dtype promotion of two floating tensors in eager PyTorch: equal dtypes stay, otherwise fp32
 // (bf16 with fp16 promotes to fp32 too).
 DType promote(DType a, DType b);
+
+// Whether row r (r > 0) of each of `tensors` (rows first: [rows, ...] or [rows]) holds the bits of
+// row r - 1. A row-wise formula then gives row r the outputs of row r - 1, which copy_previous_row
+// copies instead of computing them again (an expert's padded rows are all zeros).
+bool repeats_previous_row(std::initializer_list<const Tensor*> tensors, int64_t r);
+void copy_previous_row(Tensor& t, int64_t r);
 
 // --- Megatron eager element formulas (each eager op rounds to its output dtype, rule 1) -------
 

@@ -2,6 +2,7 @@
 // eager form, and PaddleFleet's fused_swiglu_scale kernels.
 #include <array>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "ops/swiglu_family.h"
@@ -31,18 +32,28 @@ TensorMap swiglu_scale_megatron(const Case& c, const ContractInfo& contract) {
 
   if (c.direction == Direction::kForward) {
     Tensor out(act, {rows, F});
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < rows; ++r) {
+      if (r > 0 && swiglu::repeats_previous_row({&y, &scale}, r)) {
+        swiglu::copy_previous_row(out, r);
+        continue;
+      }
       for (int64_t j = 0; j < F; ++j) {
         const float sw = swiglu::megatron_swiglu(act, at(y, r, F, j, false), at(y, r, F, j, true), clamp);
         out.set_f32(r * F + j, sw * scale.f32(r));  // one fp32 product, then .to(dtype)
       }
-    return {{"out", out}};
+    }
+    return {{"out", std::move(out)}};
   }
   const Tensor& g = *c.input("g");
   Tensor d_y(act, {rows, 2 * F});
   Tensor d_scale(w, scale.shape());
   std::vector<float> products(static_cast<size_t>(F));
   for (int64_t r = 0; r < rows; ++r) {
+    if (r > 0 && swiglu::repeats_previous_row({&y, &g, &scale}, r)) {
+      swiglu::copy_previous_row(d_y, r);
+      swiglu::copy_previous_row(d_scale, r);
+      continue;
+    }
     const float s = scale.f32(r);
     for (int64_t j = 0; j < F; ++j) {
       const float a = at(y, r, F, j, false), b = at(y, r, F, j, true), gj = g.f32(r * F + j);
@@ -56,7 +67,7 @@ TensorMap swiglu_scale_megatron(const Case& c, const ContractInfo& contract) {
     // The products are a tensor of the chain dtype: a 16-bit one is summed in 8-element vectors.
     d_scale.set_f32(r, round_to(w, round_to(chain, torch_row_sum(products, rows, dtype_size(chain)))));
   }
-  return {{"d_y", d_y}, {"d_scale", d_scale}};
+  return {{"d_y", std::move(d_y)}, {"d_scale", std::move(d_scale)}};
 }
 
 // ---------------------------------------------------------------------------------------------
