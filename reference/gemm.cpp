@@ -53,9 +53,18 @@ uint32_t to_f32_toward_zero(int64_t S, int q) {
 
 }  // namespace
 
+// The finite step's second loop shifts each of 16 32-bit lanes by its own count, which AVX2 does in
+// one instruction (vpsrlvd) and SSE2 cannot: on x86-64 it is built for both and the loader picks
+// one. Integer arithmetic throughout, so both give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define BITPARITY_LANE_SHIFTS __attribute__((target_clones("avx2", "default")))
+#else
+#define BITPARITY_LANE_SHIFTS
+#endif
+
 namespace {
 uint32_t mma_bf16_special_step(const uint16_t* a, const uint16_t* b, uint32_t c);
-uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c);
+BITPARITY_LANE_SHIFTS uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c);
 }  // namespace
 
 uint32_t mma_bf16_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
@@ -98,23 +107,27 @@ uint32_t mma_bf16_special_step(const uint16_t* a, const uint16_t* b, uint32_t c)
 // exactly, truncated to fp32. A product of bf16 significands (hidden bit where normal; a subnormal
 // decodes with e = -126) is P * 2^(tag - 14), tag = ea + eb; the accumulator is m * 2^(e - 23), tag
 // e. Each is truncated to a multiple of 2^(Emax - kKeptBits): a product is (|P| << 11) >> (Emax -
-// tag), the accumulator (|m| << 2) >> (Emax - e), both below 2^28, so 17 of them sum exactly in an
-// int64. Zero terms take no part in Emax (and contribute 0 whatever their shift). The loops carry
-// no branch on the data: the terms of one step have unrelated exponents.
-uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
-  int32_t sig[kMmaChunk];
-  int tag[kMmaChunk];
-  int emax = kNoTerm;
+// tag), the accumulator (|m| << 2) >> (Emax - e), both below 2^28. Zero terms take no part in Emax
+// (and contribute 0 whatever their shift). The loops carry no branch on the data (the terms of one
+// step have unrelated exponents) and work in 32-bit lanes: |P| << 11 is below 2^27, so a shift of 31
+// or more gives 0 as any larger one would, and the 16 aligned products sum exactly in an int32
+// (below 16 * 2^27 = 2^31); the accumulator joins them in an int64.
+BITPARITY_LANE_SHIFTS uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c) {
+  uint32_t magnitude[kMmaChunk];  // |P| << 11
+  int32_t negative[kMmaChunk];    // -1 where the product is negative, else 0
+  int32_t tag[kMmaChunk];
+  int32_t emax = kNoTerm;
   for (int k = 0; k < kMmaChunk; ++k) {
     const uint32_t ua = a[k], ub = b[k];
     const uint32_t biased_a = (ua >> 7) & 0xFF, biased_b = (ub >> 7) & 0xFF;
-    const auto pa = static_cast<int32_t>((ua & 0x7F) | (biased_a != 0 ? 0x80u : 0u));
-    const auto pb = static_cast<int32_t>((ub & 0x7F) | (biased_b != 0 ? 0x80u : 0u));
-    const int32_t p = pa * pb;
-    const int t = static_cast<int>(biased_a + (biased_a == 0)) + static_cast<int>(biased_b + (biased_b == 0)) - 254;
-    sig[k] = ((ua ^ ub) & 0x8000u) != 0 ? -p : p;
+    const uint32_t pa = (ua & 0x7F) | (biased_a != 0 ? 0x80u : 0u);
+    const uint32_t pb = (ub & 0x7F) | (biased_b != 0 ? 0x80u : 0u);
+    const uint32_t p = pa * pb;
+    const int32_t t = static_cast<int32_t>(biased_a + (biased_a == 0)) + static_cast<int32_t>(biased_b + (biased_b == 0)) - 254;
+    magnitude[k] = p << 11;
+    negative[k] = ((ua ^ ub) & 0x8000u) != 0 ? -1 : 0;
     tag[k] = t;
-    const int counted = p != 0 ? t : kNoTerm;
+    const int32_t counted = p != 0 ? t : kNoTerm;
     emax = counted > emax ? counted : emax;
   }
   const uint32_t biased_c = (c >> 23) & 0xFF;
@@ -123,18 +136,16 @@ uint32_t mma_bf16_finite_step(const uint16_t* a, const uint16_t* b, uint32_t c) 
   const int counted_c = mc != 0 ? ec : kNoTerm;
   emax = counted_c > emax ? counted_c : emax;
   if (emax == kNoTerm) return 0;
-  auto right_shift = [](int s) { return s < 0 ? 0 : (s > 63 ? 63 : s); };  // 0 only for zero terms' tags
-  int64_t sum = 0;
+  int32_t products = 0;
   for (int k = 0; k < kMmaChunk; ++k) {
-    const int32_t s = sig[k];
-    // A zero term's tag may lie above emax: as unsigned its shift is clamped to 63, and 0 stays 0.
-    const unsigned shift = std::min(static_cast<unsigned>(emax - tag[k]), 63u);
-    const int64_t aligned = (static_cast<int64_t>(s < 0 ? -s : s) << 11) >> shift;
-    const int64_t negative = s < 0 ? -1 : 0;
-    sum += (aligned ^ negative) - negative;  // -aligned where the product is negative
+    // A zero term's tag may lie above emax: as unsigned its shift is clamped to 31, and 0 stays 0.
+    const uint32_t shift = std::min(static_cast<uint32_t>(emax - tag[k]), 31u);
+    const auto aligned = static_cast<int32_t>(magnitude[k] >> shift);
+    products += (aligned ^ negative[k]) - negative[k];  // -aligned where the product is negative
   }
+  auto right_shift = [](int s) { return s < 0 ? 0 : (s > 63 ? 63 : s); };  // 0 only for a zero accumulator's tag
   const int64_t aligned_c = (mc << 2) >> right_shift(emax - ec);
-  sum += (c >> 31) != 0 ? -aligned_c : aligned_c;
+  const int64_t sum = products + ((c >> 31) != 0 ? -aligned_c : aligned_c);
   return to_f32_toward_zero(sum, emax - kKeptBits);
 }
 
@@ -171,12 +182,16 @@ struct ChunkedOperand {
         values(static_cast<size_t>(vectors * chunks * kMmaChunk), 0),
         flags(static_cast<size_t>(vectors * chunks), kAllZero) {
     for (int64_t v = 0; v < vectors; ++v)
-      for (int64_t k = 0; k < K; ++k) {
-        const uint16_t h = data[v * v_stride + k * k_stride];
-        values[static_cast<size_t>(v * chunks * kMmaChunk + k)] = h;
-        uint8_t& f = flags[static_cast<size_t>(v * chunks + k / kMmaChunk)];
-        if (!bf16_is_zero(h)) f &= static_cast<uint8_t>(~kAllZero);
-        if ((h & 0x7F80u) == 0x7F80u) f |= kNonFinite;
+      for (int64_t c = 0; c < chunks; ++c) {
+        uint16_t* chunk_values = values.data() + static_cast<size_t>((v * chunks + c) * kMmaChunk);
+        bool nonzero = false, non_finite = false;
+        for (int64_t k = c * kMmaChunk; k < std::min(K, (c + 1) * kMmaChunk); ++k) {
+          const uint16_t h = data[v * v_stride + k * k_stride];
+          chunk_values[k - c * kMmaChunk] = h;
+          nonzero |= !bf16_is_zero(h);
+          non_finite |= (h & 0x7F80u) == 0x7F80u;
+        }
+        flags[static_cast<size_t>(v * chunks + c)] = static_cast<uint8_t>((nonzero ? 0 : kAllZero) | (non_finite ? kNonFinite : 0));
       }
   }
   const uint16_t* chunk(int64_t v, int64_t c) const {

@@ -149,15 +149,18 @@ float canonical(float v) { return v != v ? f32_from_bits(math::kCanonicalNanBits
 void canonicalize_nans(Tensor& t, int64_t first, int64_t count) {
   // By element width, without Tensor::bits' per-element dispatch: outputs such as embedding's
   // d_weight [V, H] are large beside their inputs.
+  // The dtype read once: a store through the byte pointer may alias the tensor, so t.dtype() in the
+  // loop would be loaded, and dispatched on, again for every element.
+  const DType dtype = t.dtype();
   auto each = [&]<typename Bits>(Bits nan) {
     uint8_t* p = t.data() + first * static_cast<int64_t>(sizeof(Bits));
     for (int64_t i = 0; i < count; ++i, p += sizeof(Bits)) {
       Bits b;
       std::memcpy(&b, p, sizeof(Bits));
-      if (is_nan_bits(t.dtype(), b)) std::memcpy(p, &nan, sizeof(Bits));
+      if (is_nan_bits(dtype, b)) std::memcpy(p, &nan, sizeof(Bits));
     }
   };
-  switch (t.dtype()) {
+  switch (dtype) {
     case DType::kFP32: each(static_cast<uint32_t>(math::kCanonicalNanBits)); break;
     case DType::kBF16:
     case DType::kFP16: each(uint16_t{0x7FFFu}); break;

@@ -181,7 +181,8 @@ struct ExpfReduced {
   float s;
 };
 
-ExpfReduced reduce_expf(float a) {
+// Inlined into each caller, so that a caller built for x86-64-v3 fuses with the instruction.
+[[gnu::always_inline]] inline ExpfReduced reduce_expf(float a) {
   const float t = saturate(std::fma(a, kLog2eOver252, 0.5f));  // fma.rn, cvt.sat
   const float j = fma_rm_exponent(t);                           // fma.rm(t, 252, 0x4B400001)
   const float d = j - kJBias;                                   // add.f32 j, -0x4B40007F (exact)
@@ -189,12 +190,15 @@ ExpfReduced reduce_expf(float a) {
   return {r, f32(bits_of(j) << 23)};                            // s = 2^d
 }
 
-}  // namespace
-
-ExpfFactors libdevice_expf_factors(const Ex2Tables& tables, float a) {
+// Inlined into each caller, as reduce_expf is.
+[[gnu::always_inline]] inline ExpfFactors expf_factors(const Ex2Tables& tables, float a) {
   const ExpfReduced q = reduce_expf(a);
   return {ex2_approx(tables, q.r), q.s};
 }
+
+}  // namespace
+
+ExpfFactors libdevice_expf_factors(const Ex2Tables& tables, float a) { return expf_factors(tables, a); }
 
 float libdevice_expf(const Ex2Tables& tables, float a) {
   const ExpfFactors e = libdevice_expf_factors(tables, a);
@@ -376,9 +380,16 @@ float powf(MathModel model, float x, float y) {
 // the reduced argument is +-0 and the scale 2^0, so ex2 gives 1 and d = 2: silu x / 2 = x and
 // sigmoid 0.5, taken without the table (padded expert rows are zeros; device_math_test checks both
 // against the full formula).
+//
+// Built twice on x86-64: for x86-64-v3 (its fused multiply-add and rounding instructions, where the
+// baseline calls libm's fmaf and floor) and for the baseline; the loader picks one. Both compute the
+// same correctly rounded fma and exact floor, and -ffp-contract=off fuses nothing else.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
 SiluSigmoid libdevice_silu_sigmoid(const Ex2Tables& tables, float x) {
   if (x == 0.0f) return {x, 0.5f};
-  const ExpfFactors e = libdevice_expf_factors(tables, -x);
+  const ExpfFactors e = expf_factors(tables, -x);
   const float denominator = std::fma(e.mantissa, e.scale, 1.0f);
   return {canonicalize(x / denominator), canonicalize(1.0f / denominator)};
 }
