@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Dense>
 #include <rapidcheck.h>
 
 #include "core/error.h"
@@ -392,7 +393,8 @@ std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
   // and adding +-0 to the running sum changes nothing (the sum starts at +0 and is never -0), so
   // each output stops where one side's trailing zeros begin, if the other side holds no Inf or NaN
   // there: a padded expert's zero rows are not walked, nor the zero tail of K in a weight gradient.
-  std::vector<double> rows(static_cast<size_t>(M * K)), columns(static_cast<size_t>(N * K));
+  using RowMajor = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  RowMajor rows(M, K), columns(N, K);
   // Per vector: one past its last nonzero, and its last non-finite index (-1 if none).
   std::vector<int64_t> row_end(static_cast<size_t>(M), 0), row_last_special(static_cast<size_t>(M), -1);
   std::vector<int64_t> column_end(static_cast<size_t>(N), 0), column_last_special(static_cast<size_t>(N), -1);
@@ -400,7 +402,7 @@ std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
         const double v = element(m * K + k);
-        rows[static_cast<size_t>(m * K + k)] = v;
+        rows(m, k) = v;
         if (v != 0) row_end[static_cast<size_t>(m)] = k + 1;
         if (!std::isfinite(v)) row_last_special[static_cast<size_t>(m)] = k;
       }
@@ -409,7 +411,7 @@ std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n = 0; n < N; ++n) {
         const double v = element(k * N + n);
-        columns[static_cast<size_t>(n * K + k)] = v;
+        columns(n, k) = v;
         if (v != 0) column_end[static_cast<size_t>(n)] = k + 1;
         if (!std::isfinite(v)) column_last_special[static_cast<size_t>(n)] = k;
       }
@@ -422,8 +424,8 @@ std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
       if (column_last_special[ni] < row_end[mi]) end = std::min(end, row_end[mi]);
       if (row_last_special[mi] < column_end[ni]) end = std::min(end, column_end[ni]);
       // Sequential, so that a blocked order does not turn an Inf * 0 into a different NaN pattern.
-      const double* x = rows.data() + m * K;
-      const double* y = columns.data() + n * K;
+      const double* x = rows.row(m).data();
+      const double* y = columns.row(n).data();
       double s = 0;
       for (int64_t k = 0; k < end; ++k) s += x[k] * y[k];
       out[static_cast<size_t>(m * N + n)] = s;

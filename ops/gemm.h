@@ -15,7 +15,7 @@ OpInfo gemm();  // ops/gemm.cpp
 // accumulator together, chunks in ascending k (reference/gemm.h states the arithmetic).
 inline constexpr int64_t kGemmChunk = 16;
 
-// Each output of a [M, K] @ b [K, N] as the exact sum of its products (fp64, sequential in k):
+// Each output of a [M, K] @ b [K, N] as the exact sum of its products (fp64, sequential in k, Eigen):
 // the op's oracle, the truth of the cublas contract's bound and ref:cublas's sum before its one
 // rounding.
 std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b);
