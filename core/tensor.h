@@ -44,29 +44,37 @@ class Tensor {
   int64_t dim(int64_t i) const { return shape_.at(static_cast<size_t>(i)); }
   int64_t numel() const { return numel_; }
 
+  // Element i's bit pattern, zero-extended (little-endian hosts only: x86-64, aarch64). One load of
+  // the element's width: a copy of a variable size into a wider value is read back through memory.
   uint64_t bits(int64_t i) const {
-    uint64_t value = 0;  // little-endian hosts only (x86-64, aarch64)
-    const int size = dtype_size(dtype_);
-    std::memcpy(&value, bytes_.data() + i * size, static_cast<size_t>(size));
-    return value;
+    switch (dtype_size(dtype_)) {
+      case 1: return load<uint8_t>(i);
+      case 2: return load<uint16_t>(i);
+      case 4: return load<uint32_t>(i);
+      default: return load<uint64_t>(i);
+    }
   }
   void set_bits(int64_t i, uint64_t bits) {
-    const int size = dtype_size(dtype_);
-    std::memcpy(bytes_.data() + i * size, &bits, static_cast<size_t>(size));
+    switch (dtype_size(dtype_)) {
+      case 1: return store(i, static_cast<uint8_t>(bits));
+      case 2: return store(i, static_cast<uint16_t>(bits));
+      case 4: return store(i, static_cast<uint32_t>(bits));
+      default: return store(i, bits);
+    }
   }
 
   // Floating element i as fp32 (exact for bf16, fp16 and fp32) or as its exact double. bf16 and
   // fp32 inline: the references read and write one element at a time.
   float f32(int64_t i) const {
-    if (dtype_ == DType::kBF16) return f32_from_bf16(static_cast<uint16_t>(bits(i)));
-    if (dtype_ == DType::kFP32) return f32_from_bits(static_cast<uint32_t>(bits(i)));
+    if (dtype_ == DType::kBF16) return f32_from_bf16(load<uint16_t>(i));
+    if (dtype_ == DType::kFP32) return f32_from_bits(load<uint32_t>(i));
     return other_f32(i);
   }
   double f64(int64_t i) const { return to_double(dtype_, bits(i)); }
   // Stores fp32 `value` rounded once (RNE) to the tensor's dtype.
   void set_f32(int64_t i, float value) {
-    if (dtype_ == DType::kBF16) return set_bits(i, bf16_from_f32(value));
-    if (dtype_ == DType::kFP32) return set_bits(i, f32_bits(value));
+    if (dtype_ == DType::kBF16) return store(i, static_cast<uint16_t>(bf16_from_f32(value)));
+    if (dtype_ == DType::kFP32) return store(i, static_cast<uint32_t>(f32_bits(value)));
     set_other_f32(i, value);
   }
 
@@ -80,6 +88,16 @@ class Tensor {
   bool operator==(const Tensor& other) const = default;
 
  private:
+  template <typename Word>
+  Word load(int64_t i) const {
+    Word w;
+    std::memcpy(&w, bytes_.data() + i * static_cast<int64_t>(sizeof(Word)), sizeof(Word));
+    return w;
+  }
+  template <typename Word>
+  void store(int64_t i, Word w) {
+    std::memcpy(bytes_.data() + i * static_cast<int64_t>(sizeof(Word)), &w, sizeof(Word));
+  }
   float other_f32(int64_t i) const;             // dtypes other than bf16 and fp32
   void set_other_f32(int64_t i, float value);  // the same
   DType dtype_ = DType::kFP32;
