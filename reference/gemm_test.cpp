@@ -22,6 +22,25 @@ constexpr uint16_t kOne = 0x3F80, kMinusOne = 0xBF80, kZero = 0x0000, kMinusZero
 constexpr uint16_t kOneAndHalf = 0x3FC0;  // 1.5
 constexpr uint16_t kInf = 0x7F80, kMinusInf = 0xFF80, kNan = 0x7FC0;
 
+// ref:fixed_order's output of a @ b, and fixed_order_dot of output [m, n] rounded to bf16 once: what
+// that output must hold.
+Tensor fixed_order_out(const Tensor& a, const Tensor& b) {
+  const Registry& r = builtin_registry();
+  Case c;
+  c.op = "gemm";
+  c.direction = Direction::kForward;
+  c.inputs["a"] = a;
+  c.inputs["b"] = b;
+  return (*r.impl("gemm", "ref:fixed_order"))(c, *r.op("gemm")->contract("fixed_order")).at("out");
+}
+
+uint16_t dot_in_bf16(const Tensor& a, const Tensor& b, int64_t m, int64_t n) {
+  const int64_t K = a.dim(1), N = b.dim(1);
+  const auto* ap = reinterpret_cast<const uint16_t*>(a.data());
+  const auto* bp = reinterpret_cast<const uint16_t*>(b.data());
+  return bf16_from_f32(f32_from_bits(fixed_order_dot(ap + m * K, 1, bp + n, N, K)));
+}
+
 // A bf16 power of two, 2^e for e in [-126, 127].
 constexpr uint16_t pow2(int e) { return static_cast<uint16_t>((e + 127) << 7); }
 
@@ -187,8 +206,6 @@ TEST(GemmReference, OutputsRoundTheAccumulatorToBf16Once) {
 // accumulators that are already Inf or NaN when a zero chunk follows.
 TEST(GemmReference, SkippedZeroChunksGiveFixedOrderDotsBits) {
   std::mt19937 rng(13);
-  const Registry& r = builtin_registry();
-  const ContractInfo& contract = *r.op("gemm")->contract("fixed_order");
   int zero_against_special = 0, special_then_zero = 0, skipped = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const int64_t M = 1 + static_cast<int64_t>(rng() % 6), K = 1 + static_cast<int64_t>(rng() % 50),
@@ -218,18 +235,12 @@ TEST(GemmReference, SkippedZeroChunksGiveFixedOrderDotsBits) {
       const bool zero_column = rng() % 4 == 0;
       for (int64_t k = 0; k < K; ++k) b.set_bits(k * N + n, zero_column ? kZero : draw());
     }
-    Case c;
-    c.op = "gemm";
-    c.direction = Direction::kForward;
-    c.inputs["a"] = a;
-    c.inputs["b"] = b;
-    const Tensor out = (*r.impl("gemm", "ref:fixed_order"))(c, contract).at("out");
+    const Tensor out = fixed_order_out(a, b);
     const auto* ap = reinterpret_cast<const uint16_t*>(a.data());
     const auto* bp = reinterpret_cast<const uint16_t*>(b.data());
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
-        const uint32_t dot = fixed_order_dot(ap + m * K, 1, bp + n, N, K);
-        const uint16_t expected = bf16_from_f32(f32_from_bits(dot));
+        const uint16_t expected = dot_in_bf16(a, b, m, n);
         const uint16_t got = static_cast<uint16_t>(out.bits(m * N + n));
         if ((expected & 0x7FFFu) > 0x7F80u) {
           EXPECT_GT(got & 0x7FFFu, 0x7F80u) << "trial " << trial << " [" << m << ", " << n << "]";
@@ -268,8 +279,6 @@ TEST(GemmReference, SkippedZeroChunksGiveFixedOrderDotsBits) {
 // finite ones must give the full step's bits.
 TEST(GemmReference, FiniteChunksGiveFixedOrderDotsBitsAfterAnOverflow) {
   std::mt19937 rng(29);
-  const Registry& r = builtin_registry();
-  const ContractInfo& contract = *r.op("gemm")->contract("fixed_order");
   int finite_after_inf = 0, finite_after_nan = 0, finite_steps = 0;
   for (int trial = 0; trial < 60; ++trial) {
     const int64_t M = 1 + static_cast<int64_t>(rng() % 6), K = 1 + static_cast<int64_t>(rng() % 80),
@@ -288,18 +297,12 @@ TEST(GemmReference, FiniteChunksGiveFixedOrderDotsBitsAfterAnOverflow) {
                               : large_chunk[static_cast<size_t>(k / kMmaChunk)] ? value(100, 28)
                                                                                 : value(-10, 20));
     for (int64_t i = 0; i < K * N; ++i) b.set_bits(i, value(0, 30));
-    Case c;
-    c.op = "gemm";
-    c.direction = Direction::kForward;
-    c.inputs["a"] = a;
-    c.inputs["b"] = b;
-    const Tensor out = (*r.impl("gemm", "ref:fixed_order"))(c, contract).at("out");
+    const Tensor out = fixed_order_out(a, b);
     const auto* ap = reinterpret_cast<const uint16_t*>(a.data());
     const auto* bp = reinterpret_cast<const uint16_t*>(b.data());
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
-        const uint32_t dot = fixed_order_dot(ap + m * K, 1, bp + n, N, K);
-        const uint16_t expected = bf16_from_f32(f32_from_bits(dot));
+        const uint16_t expected = dot_in_bf16(a, b, m, n);
         EXPECT_EQ(static_cast<uint16_t>(out.bits(m * N + n)), expected)
             << "trial " << trial << " [" << m << ", " << n << "] K " << K;
         // What the outputs exercised: finite chunks into an Inf or a NaN accumulator, and into a
