@@ -29,6 +29,7 @@ size_t row_bytes(const Tensor& t) { return t.nbytes() / static_cast<size_t>(t.di
 bool repeats_previous_row(std::initializer_list<const Tensor*> tensors, int64_t r) {
   for (const Tensor* t : tensors) {
     const size_t n = row_bytes(*t);
+    if (n == 0) continue;  // rows of no element (an empty tensor has no data to compare)
     const uint8_t* row = t->data() + static_cast<size_t>(r) * n;
     if (std::memcmp(row, row - n, n) != 0) return false;
   }
@@ -37,6 +38,7 @@ bool repeats_previous_row(std::initializer_list<const Tensor*> tensors, int64_t 
 
 void copy_previous_row(Tensor& t, int64_t r) {
   const size_t n = row_bytes(t);
+  if (n == 0) return;
   uint8_t* row = t.data() + static_cast<size_t>(r) * n;
   std::memcpy(row, row - n, n);
 }
