@@ -398,24 +398,21 @@ std::vector<double> gemm_exact_sums(const Tensor& a, const Tensor& b) {
   // Per vector: one past its last nonzero, and its last non-finite index (-1 if none).
   std::vector<int64_t> row_end(static_cast<size_t>(M), 0), row_last_special(static_cast<size_t>(M), -1);
   std::vector<int64_t> column_end(static_cast<size_t>(N), 0), column_last_special(static_cast<size_t>(N), -1);
-  with_element_reader(a, [&](auto element) {
-    for (int64_t m = 0; m < M; ++m)
-      for (int64_t k = 0; k < K; ++k) {
-        const double v = element(m * K + k);
-        rows(m, k) = v;
-        if (v != 0) row_end[static_cast<size_t>(m)] = k + 1;
-        if (!std::isfinite(v)) row_last_special[static_cast<size_t>(m)] = k;
-      }
-  });
-  with_element_reader(b, [&](auto element) {
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) {
-        const double v = element(k * N + n);
-        columns(n, k) = v;
-        if (v != 0) column_end[static_cast<size_t>(n)] = k + 1;
-        if (!std::isfinite(v)) column_last_special[static_cast<size_t>(n)] = k;
-      }
-  });
+  // Vector v's element k is t's element v * v_stride + k * k_stride (a's rows: K, 1; b's columns: 1, N).
+  const auto fill = [K](const Tensor& t, int64_t v_stride, int64_t k_stride, RowMajor& vectors,
+                        std::vector<int64_t>& end, std::vector<int64_t>& last_special) {
+    with_element_reader(t, [&](auto element) {
+      for (int64_t v = 0; v < vectors.rows(); ++v)
+        for (int64_t k = 0; k < K; ++k) {
+          const double x = element(v * v_stride + k * k_stride);
+          vectors(v, k) = x;
+          if (x != 0) end[static_cast<size_t>(v)] = k + 1;
+          if (!std::isfinite(x)) last_special[static_cast<size_t>(v)] = k;
+        }
+    });
+  };
+  fill(a, K, 1, rows, row_end, row_last_special);
+  fill(b, 1, N, columns, column_end, column_last_special);
   std::vector<double> out(static_cast<size_t>(M * N));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
