@@ -13,7 +13,10 @@
 // (e) the contract's selection is the oracle's (exact scores) wherever the exact ranking values
 //     at the boundary are further apart than the contract's roundings can move them;
 // (f) every shape-shrinking candidate of a valid case is valid and strictly smaller (rows, experts
-//     or k), with topk_idx still naming its experts in the forward's slot order.
+//     or k), with topk_idx still naming its experts in the forward's slot order;
+// (g) among ranking values that tie at the top-k boundary the lowest expert index wins (rule 9):
+//     routing_map holds, row by row, the first k experts of the ranking by (NaN first, descending
+//     R, ascending index). (a) and (e) leave the rows with a boundary tie out; this pins them.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -472,6 +475,43 @@ TEST_P(OracleSelection, RoutingMapIsTheOraclesWhereTheBoundaryIsNotNearATie) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RouterTopk, OracleSelection, testing::ValuesIn(targets_where(forward_impl)), target_name);
+
+// --- (g) ties at the boundary: the lowest index wins ----------------------------------------------
+
+class TieBreak : public testing::TestWithParam<Target> {};
+
+TEST_P(TieBreak, RoutingMapHoldsTheLowestIndicesAmongTiedRankingValues) {
+  const Target target = GetParam();
+  BITPARITY_SKIP_IF_UNAVAILABLE(target);
+  const OpInfo& op = op_info(kOp);
+  check_property([&] {
+    const Case c = *op.generate(Direction::kForward);
+    reproduce_with(c, "bit_mismatch");
+    const Outcome out = run(target, c);
+    if (out.rejected()) return;
+    const Router r = router(c);
+    const Tensor& map = out.outputs->at("routing_map");
+    int64_t boundary_ties = 0;
+    for (int64_t t = 0; t < r.T; ++t) {
+      const std::vector<int64_t> order = ranking(r, t);
+      std::vector<uint64_t> want(static_cast<size_t>(r.E), 0);
+      for (int64_t j = 0; j < r.k; ++j) want[static_cast<size_t>(order[static_cast<size_t>(j)])] = 1;
+      const float* R = r.R.data() + t * r.E;
+      const bool tie = r.k < r.E && same_rank(R[order[static_cast<size_t>(r.k - 1)]], R[order[static_cast<size_t>(r.k)]]);
+      boundary_ties += tie;
+      for (int64_t e = 0; e < r.E; ++e)
+        if (map.bits(t * r.E + e) != want[static_cast<size_t>(e)])
+          RC_FAIL(target.name() + ": routing_map[" + std::to_string(t) + ", " + std::to_string(e) + "] is " +
+                  std::to_string(map.bits(t * r.E + e)) + ", the ranking (NaN first, descending R, lowest index " +
+                  "among ties) gives " + std::to_string(want[static_cast<size_t>(e)]) +
+                  (tie ? " (the row ties at the top-k boundary)" : ""));
+    }
+    RC_CLASSIFY(boundary_ties > 0, "rows tied at the boundary");
+    RC_CLASSIFY(boundary_ties == 0 && r.T > 0, "no boundary tie");
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(RouterTopk, TieBreak, testing::ValuesIn(targets_where(forward_impl)), target_name);
 
 // --- (f) the shape shrinker ------------------------------------------------------------------------
 
