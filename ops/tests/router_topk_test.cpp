@@ -16,7 +16,11 @@
 //     or k), with topk_idx still naming its experts in the forward's slot order;
 // (g) among ranking values that tie at the top-k boundary the lowest expert index wins (rule 9):
 //     routing_map holds, row by row, the first k experts of the ranking by (NaN first, descending
-//     R, ascending index). (a) and (e) leave the rows with a boundary tie out; this pins them.
+//     R, ascending index). (a) and (e) leave the rows with a boundary tie out; this pins them;
+// (h) the bias takes the backward through the gather path, whose scatter_add_ adds each slot's
+//     gradient onto +0 (B5): against the same case without a bias, a -0 slot gradient (k = 1, a -0
+//     d_probs) gives -0 without the bias and +0 with it, and d_logits differ nowhere else but where
+//     an fp32 subnormal slot gradient was flushed to a zero.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -512,6 +516,64 @@ TEST_P(TieBreak, RoutingMapHoldsTheLowestIndicesAmongTiedRankingValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RouterTopk, TieBreak, testing::ValuesIn(targets_where(forward_impl)), target_name);
+
+// --- (h) the gather path's scatter onto +0 -----------------------------------------------------------
+
+class GatherPath : public testing::TestWithParam<Target> {};
+
+TEST_P(GatherPath, ScatterOntoZeroTurnsMinusZeroPositiveAndChangesNothingElse) {
+  const Target target = GetParam();
+  BITPARITY_SKIP_IF_UNAVAILABLE(target);
+  check_property([&] {
+    const Case c = *op_info(kOp).generate(Direction::kBackward);
+    // The twin: the topk path (no bias) and the gather path (a zero bias). The backward reads the
+    // selection from topk_idx, so the bias changes only the path.
+    Case topk = c, gather = c;
+    topk.inputs.erase("bias");
+    const int64_t E = c.input("logits")->dim(1);
+    gather.inputs["bias"] = Tensor(DType::kFP32, {E});
+    reproduce_with(gather, "bit_mismatch");
+    const Outcome a = run(target, topk), b = run(target, gather);
+    RC_ASSERT(a.rejected() == b.rejected());
+    if (a.rejected()) return;
+    const Tensor& dt = a.outputs->at("d_logits");
+    const Tensor& dg = b.outputs->at("d_logits");
+    auto is_minus_zero = [](float v) { return v == 0 && std::signbit(v); };
+    // Where the contract's slot gradient is -0 for certain: k = 1 (dG = dP, times a positive
+    // scaling), d_probs -0 at the selected expert of a finite logit. The topk path then gives -0,
+    // the gather path +0.
+    const Router r = router(c);
+    const Tensor& idx = *c.input("topk_idx");
+    const Tensor& d_probs = *c.input("d_probs");
+    int64_t pinned = 0, differ = 0;
+    if (r.k == 1 && (!r.scale || *r.scale > 0))
+      for (int64_t t = 0; t < r.T; ++t) {
+        const int64_t i = t * r.E + static_cast<int64_t>(idx.bits(t));
+        if (!is_minus_zero(d_probs.f32(i)) || !std::isfinite(c.input("logits")->f32(i))) continue;
+        ++pinned;
+        if (!is_minus_zero(dt.f32(i)) || dg.bits(i) != 0)
+          RC_FAIL(target.name() + ": d_logits[" + std::to_string(t) + ", selected] from a -0 d_probs at k = 1 is " +
+                  describe_bits(dt.dtype(), dt.bits(i)) + " without a bias and " + describe_bits(dg.dtype(), dg.bits(i)) +
+                  " with one; B5 gives -0 and +0 (scatter_add_ onto +0)");
+      }
+    // Elsewhere the two paths may differ only where the gather path's add onto +0 changed the slot
+    // gradient: a -0 (giving +0), or an fp32 subnormal flushed to a zero of its sign.
+    for (int64_t i = 0; i < dt.numel(); ++i) {
+      if (dt.bits(i) == dg.bits(i)) continue;
+      ++differ;
+      const float x = dt.f32(i), y = dg.f32(i);
+      const bool allowed = is_minus_zero(x) ? y == 0 && !std::signbit(y) : dt.dtype() == DType::kFP32 && y == 0;
+      if (!allowed)
+        RC_FAIL(target.name() + ": d_logits element " + std::to_string(i) + " is " + describe_bits(dt.dtype(), dt.bits(i)) +
+                " without a bias and " + describe_bits(dg.dtype(), dg.bits(i)) +
+                " with one; the paths may differ only by a -0 made +0 or an fp32 subnormal slot gradient flushed");
+    }
+    RC_CLASSIFY(pinned > 0, "a -0 slot gradient pinned");
+    RC_CLASSIFY(differ > 0, "the paths differ");
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(RouterTopk, GatherPath, testing::ValuesIn(targets_where(megatron_backward)), target_name);
 
 // --- (f) the shape shrinker ------------------------------------------------------------------------
 
