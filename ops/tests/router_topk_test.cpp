@@ -349,6 +349,37 @@ TEST(RouterTopkContracts, HandBuiltRowShowsTheBf16Denominator) {
   EXPECT_EQ(bf16_from_f32(pm.f32(0)), 0x3F4Au);
 }
 
+// The backward's bf16 slot gradient by hand (router-backward-order.md B4, megatron_eager): bf16
+// logits [0, 0], k = 2, no bias, sigmoid, topk_idx [0, 1], d_probs (fp32) [1 + 17 · 2^-12, 2^-7].
+//   y = σ(0) = 0.5 exactly, S = G = [0.5, 0.5], D = f32(1.0) + 1e-20 = 1.0.
+//   a = dP / D = dP; m = -dP · ((0.5 / 1) / 1) = -dP / 2 (exact); dD = m0 + m1 =
+//   -(0.5 + 17 · 2^-13 + 2^-8) = -0.505981445 (exact in fp32).
+//   B4d, three bf16 roundings: bf(a0) = 1 + 2^-7 (17 · 2^-12 is past half of bf16's 2^-7 step),
+//   bf(dD) = -(0.5 + 2 · 2^-8) (0.00598 from 0.5 is nearer 2 · 2^-8 than 2^-8), so
+//   dG0 = bf(1.0078125 - 0.5078125) = 0.5 and dG1 = bf(2^-7 - 0.5078125) = -0.5.
+//   (One rounding of a + dD would give bf(0.498169) = 0.498046875 and -0.498046875.)
+//   B7: d_logits = bf((dG · (1 - 0.5)) · 0.5) = dG / 4: [0.125, -0.125] = [0x3E00, 0xBE00].
+TEST(RouterTopkContracts, HandBuiltRowShowsTheBackwardsThreeBf16Roundings) {
+  Case c;
+  c.op = kOp;
+  c.direction = Direction::kBackward;
+  c.attrs["k"] = int64_t{2};
+  c.inputs["logits"] = Tensor(DType::kBF16, {1, 2});  // +0, +0
+  Tensor idx(DType::kI64, {1, 2});
+  idx.set_bits(1, 1);
+  c.inputs["topk_idx"] = idx;
+  Tensor d_probs(DType::kFP32, {1, 2});
+  d_probs.set_f32(0, 1.0f + 17 * std::ldexp(1.0f, -12));
+  d_probs.set_f32(1, std::ldexp(1.0f, -7));
+  c.inputs["d_probs"] = d_probs;
+  const Outcome out = run(Target{kOp, Direction::kBackward, "ref:megatron_eager"}, c);
+  ASSERT_FALSE(out.rejected()) << out.message;
+  const Tensor& d = out.outputs->at("d_logits");
+  ASSERT_EQ(d.dtype(), DType::kBF16);
+  EXPECT_EQ(d.bits(0), 0x3E00u) << describe_bits(DType::kBF16, d.bits(0));
+  EXPECT_EQ(d.bits(1), 0xBE00u) << describe_bits(DType::kBF16, d.bits(1));
+}
+
 // --- (d) tied slots reordered in the backward ----------------------------------------------------
 
 // topk_idx with every run of tied R (in the given slot order) reversed.
