@@ -401,6 +401,54 @@ TEST(MegatronVsBaseline, HandBuiltCasesDifferAsDerived) {
   EXPECT_EQ(out_bits("ref:baseline", f32), 0x00000000u);
 }
 
+// unpermute's products with probs are fp32 (bf16 × fp32 → fp32) and summed before the one rounding
+// to the dtype (OP-3). One token routed to experts 0 and 1, H = 2, bf16 permuted rows of ones, probs
+// [1 + 2^-8, 2^-10]: x = [1 + 2^-8, 2^-10] in fp32; ((x0 + x1) + 0) + 0 = 1 + 1.25 · 2^-8 exactly,
+// which is 0.625 of bf16's 2^-7 step above 1: 0x3f81. (Products rounded to bf16 first would give
+// bf(1 + 2^-8) = 1, a tie to even, and bf(1 + 2^-10) = 1: 0x3f80.)
+TEST(UnpermuteOrders, HandBuiltProductsWithProbsStayFp32UntilTheSum) {
+  if (const auto why = unavailable("ref:megatron_eager")) GTEST_SKIP() << *why;
+  Case c = unpermute_case(DType::kBF16, {1.0, 1.0});
+  Tensor probs(DType::kFP32, {1, 2});
+  probs.set_f32(0, 1.0f + 0x1p-8f);
+  probs.set_f32(1, 0x1p-10f);
+  c.inputs["probs"] = probs;
+  EXPECT_EQ(out_bits("ref:megatron_eager", c), 0x3f81u);
+  EXPECT_EQ(out_bits("ref:paddle_aligned", c), 0x3f81u);
+  EXPECT_EQ(out_bits("ref:baseline", c), 0x3f81u);  // fp32 from +0 in slot order: the same sum
+}
+
+// unpermute's d_probs[t, e] is rule 7's last-dim row sum over H of f32(d_out[t, h]) ·
+// f32(permuted[pos, h]) in a tensor of N = T·k rows (OP-3). One token, one expert, H = 5, fp32,
+// permuted ones, d_out [1, 1, 1, 2^-23, 3 · 2^-24], N = 1: rule 7 takes 4 lanes (the largest power
+// of two up to 5), lane 0 holding h = 0 and 4, then halves: ((x0 + x4) + x2) + (x1 + x3).
+// x0 + x4 = 1 + 1.5 · 2^-23, a tie, to even: 1 + 2^-22; + 1 = 2 + 2^-22 (exact); x1 + x3 = 1 + 2^-23;
+// their sum 3 + 1.5 · 2^-22 is a tie, to even: 3 + 2^-21 = 0x40400002. (Left to right: 3, then
+// 3 + 2^-23 ties to 3, then + 3 · 2^-24 gives 3 + 2^-22 = 0x40400001.)
+TEST(UnpermuteOrders, HandBuiltDProbsIsRule7sRowSumOverH) {
+  if (const auto why = unavailable("ref:megatron_eager")) GTEST_SKIP() << *why;
+  Case c;
+  c.op = "unpermute";
+  c.direction = Direction::kBackward;
+  Tensor map(DType::kBool, {1, 1}), probs(DType::kFP32, {1, 1}), d_out(DType::kFP32, {1, 5}), permuted(DType::kFP32, {1, 5});
+  map.set_bits(0, 1);
+  probs.set_f32(0, 1.0f);
+  const float g[5] = {1.0f, 1.0f, 1.0f, 0x1p-23f, 3 * 0x1p-24f};
+  for (int64_t h = 0; h < 5; ++h) {
+    d_out.set_f32(h, g[h]);
+    permuted.set_f32(h, 1.0f);
+  }
+  c.inputs["routing_map"] = map;
+  c.inputs["probs"] = probs;
+  c.inputs["d_out"] = d_out;
+  c.inputs["permuted"] = permuted;
+  for (const char* impl : {"ref:megatron_eager", "ref:paddle_aligned", "ref:baseline"}) {
+    const Outcome o = run_outcome(harness_registry(), impl, c);
+    ASSERT_FALSE(o.rejected()) << impl << ": " << o.message;
+    EXPECT_EQ(o.outputs->at("d_probs").bits(0), 0x40400002u) << impl;
+  }
+}
+
 bool megatron_target_with_baseline(const Target& t) {
   return !routing_map::slot_sum_input(t.op, t.direction).empty() && t.contract() == "megatron_eager" &&
          has_impl(t.op, split_backend_name(t.impl).first + ":baseline");
