@@ -449,6 +449,28 @@ TEST(UnpermuteOrders, HandBuiltDProbsIsRule7sRowSumOverH) {
   }
 }
 
+// unpermute's backward is F.embedding's backward, which accumulates d_out into each position from
+// +0 in fp32 (OP-3): a -0 gradient comes back +0. One token, one expert, H = 2, bf16 d_out
+// [-0, -1] gives d_permuted [+0, -1] = [0x0000, 0xbf80] under every contract.
+TEST(UnpermuteOrders, HandBuiltMinusZeroGradientComesBackPositive) {
+  if (const auto why = unavailable("ref:megatron_eager")) GTEST_SKIP() << *why;
+  Case c;
+  c.op = "unpermute";
+  c.direction = Direction::kBackward;
+  Tensor map(DType::kBool, {1, 1}), d_out(DType::kBF16, {1, 2});
+  map.set_bits(0, 1);
+  d_out.set_bits(0, 0x8000);
+  d_out.set_bits(1, 0xbf80);
+  c.inputs["routing_map"] = map;
+  c.inputs["d_out"] = d_out;
+  for (const char* impl : {"ref:megatron_eager", "ref:paddle_aligned", "ref:baseline"}) {
+    const Outcome o = run_outcome(harness_registry(), impl, c);
+    ASSERT_FALSE(o.rejected()) << impl << ": " << o.message;
+    EXPECT_EQ(o.outputs->at("d_permuted").bits(0), 0x0000u) << impl;
+    EXPECT_EQ(o.outputs->at("d_permuted").bits(1), 0xbf80u) << impl;
+  }
+}
+
 bool megatron_target_with_baseline(const Target& t) {
   return !routing_map::slot_sum_input(t.op, t.direction).empty() && t.contract() == "megatron_eager" &&
          has_impl(t.op, split_backend_name(t.impl).first + ":baseline");
