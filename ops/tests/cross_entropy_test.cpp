@@ -18,6 +18,7 @@
 #include "core/gen.h"
 #include "properties/harness.h"
 #include "reference/cross_entropy.h"
+#include "reference/math/device_math.h"
 
 namespace bitparity::ops {
 namespace {
@@ -90,6 +91,71 @@ TEST(CrossEntropyDispatch, IlpOrderRepeatsEveryFourRows) {
     }
     RecordProperty("V" + std::to_string(V) + "_shifts_differing_from_row0", distinct);
   }
+}
+
+// Rows whose every term but four is exp(-Inf) = +0, so that the order is the placement of four
+// terms: x = [0, -2, -2, -2, -Inf, ...], max 0, terms 1, c, c, c with c = expf(-2) (libdevice).
+std::vector<float> four_terms(int64_t V) {
+  std::vector<float> row(static_cast<size_t>(V), -std::numeric_limits<float>::infinity());
+  row[0] = 0.0f;
+  row[1] = row[2] = row[3] = -2.0f;
+  return row;
+}
+
+float expf_minus_two() { return ref::math::libdevice_expf(ref::math::default_ex2_tables(), -2.0f); }
+
+// The ILP kernel at V = 10241 (11 a thread, V % 4 = 1; cross-entropy-order.md §1), 1024 threads.
+// Row 0 is aligned: thread 0's first 4-vector holds the four terms, added in order from +0:
+// S0 = ((1 + c) + c) + c. Row 1 starts 1 element past a 16-byte boundary (shift (1 * V) mod 4 = 1):
+// the unaligned head gives thread t element t - 1, so threads 1..4 hold 1, c, c, c, and the warp's
+// halving tree adds lane 4 to lane 0 (c), lane 2 to 0 (2c) and lane 3 to 1 (1 + c), then lane 1 to
+// 0: S1 = 2c + (1 + c). The loss at label 0 is -1 * ((0 - 0) - logf(S)) = logf(S).
+TEST(CrossEntropyDispatch, IlpHeadOfAMisalignedRowGoesToThreadsFromOne) {
+  constexpr int64_t V = 10241;
+  ASSERT_EQ(ref::eager_forward_plan(V).kernel, ref::SoftmaxKernel::kIlp);
+  const float c = expf_minus_two();
+  const float s0 = ((1.0f + c) + c) + c, s1 = 2 * c + (1.0f + c);
+  ASSERT_NE(ref::math::libdevice_logf(s0), ref::math::libdevice_logf(s1)) << "the case no longer tells the orders apart";
+  Case k;
+  k.op = "cross_entropy";
+  k.direction = Direction::kForward;
+  Tensor logits(DType::kFP32, {2, V});
+  for (int64_t r = 0; r < 2; ++r) {
+    const std::vector<float> row = four_terms(V);
+    for (int64_t j = 0; j < V; ++j) logits.set_f32(r * V + j, row[static_cast<size_t>(j)]);
+  }
+  k.inputs["logits"] = logits;
+  k.inputs["labels"] = labels_of({0, 0});
+  const Outcome o = run({"cross_entropy", Direction::kForward, "ref:megatron_eager"}, k);
+  ASSERT_FALSE(o.rejected()) << o.message;
+  EXPECT_EQ(o.outputs->at("loss").bits(0), std::bit_cast<uint32_t>(ref::math::libdevice_logf(s0)));
+  EXPECT_EQ(o.outputs->at("loss").bits(1), std::bit_cast<uint32_t>(ref::math::libdevice_logf(s1)));
+}
+
+// The fused order's segments combine by a halving tree (reference/cross_entropy.h). V = 8192: 8
+// segments of 1024; segment s holds one finite logit, at its lane 0: 0 in segment 0, -2 in the
+// others, so segment results are (m, s) = (0, 1) and (-2, 1), c = expf(-2). combine(a, b) with b.m < a.m is
+// (a.m, fma(b.s, expf(b.m - a.m), a.s)), with b.m == a.m (a.m, fma(b.s, 1, a.s)). Halving:
+// v0 = (0, 1 + c), v1 = v2 = v3 = (-2, 2); then v0 = (0, 2c + (1 + c)), v1 = (-2, 4); then
+// S = 4c + (2c + (1 + c)), each step one rounding. Left to right it would be ((1 + c) + c) ... + c.
+TEST(CrossEntropyFused, SegmentsCombineByAHalvingTree) {
+  constexpr int64_t V = 8192;
+  const float c = expf_minus_two();
+  const float tree = 4 * c + (2 * c + (1.0f + c));
+  float left_to_right = 1.0f;
+  for (int s = 1; s < 8; ++s) left_to_right = left_to_right + c;
+  ASSERT_NE(ref::math::libdevice_logf(tree), ref::math::libdevice_logf(left_to_right)) << "the case no longer tells the orders apart";
+  Case k;
+  k.op = "cross_entropy";
+  k.direction = Direction::kForward;
+  Tensor logits(DType::kFP32, {1, V});
+  for (int64_t j = 0; j < V; ++j) logits.set_f32(j, -std::numeric_limits<float>::infinity());
+  for (int64_t s = 0; s < 8; ++s) logits.set_f32(1024 * s, s == 0 ? 0.0f : -2.0f);
+  k.inputs["logits"] = logits;
+  k.inputs["labels"] = labels_of({0});
+  const Outcome o = run({"cross_entropy", Direction::kForward, "ref:fused"}, k);
+  ASSERT_FALSE(o.rejected()) << o.message;
+  EXPECT_EQ(o.outputs->at("loss").bits(0), std::bit_cast<uint32_t>(ref::math::libdevice_logf(tree)));
 }
 
 // --- (b) gradient check and loss bound ---------------------------------------------------------
