@@ -163,7 +163,7 @@ rc::Gen<Case> generate(Direction d) {
     int64_t H = *width();
     // Positions: the rows classes, now and then more than F.embedding's 3072 (its sorted path), and
     // now and then a width-1 table with a row that a warp's 32 positions or more name (the index
-    // backward's warp tree takes them in passes of 32): 4 x 32 positions over at most 4 ids.
+    // backward's warp tree takes them in passes of 32): 32 positions, or 4 x 32 over at most 4 ids.
     enum Positions { kRows, kMany, kWarpPasses };
     const Positions positions =
         *rc::gen::weightedElement<Positions>({{12, kRows}, {1, kMany}, {1, kWarpPasses}});
@@ -175,8 +175,8 @@ rc::Gen<Case> generate(Direction d) {
         P = *rc::gen::inRange<int64_t>(kEmbeddingFeatureKernelMaxP + 1, 4400);
         H = *rc::gen::element<int64_t>(1, 2, 8, 33);
         break;
-      case kWarpPasses:
-        P = kWarpPassPositions;
+      case kWarpPasses:  // a single pass of exactly 32 (the smallest count the tree takes), or 4
+        P = *rc::gen::element(kEmbeddingWarp, kWarpPassPositions);
         H = 1;
         break;
     }
@@ -243,6 +243,7 @@ void add_kernel_paths(const Case& c, const Tensor& data, int64_t most, std::vect
   const int64_t bytes = H * static_cast<int64_t>(dtype_size(data.dtype()));
   tags.push_back(bytes % kPacketBytes == 0 ? "row_bytes%16=0" : "row_bytes%16!=0");
   if (!fwd && H == 1 && most >= kEmbeddingWarp) tags.push_back("H=1&dups>=32");
+  if (!fwd && H == 1 && most == kEmbeddingWarp) tags.push_back("H=1&dups=32");  // one whole pass, no remainder
 }
 
 CaseClasses classes(const Case& c) {
@@ -294,7 +295,7 @@ std::vector<std::string> required_tags(Direction d) {
                                    "partition=none", "partition=masked", "partition=all_inside",
                                    "V=1", "V=other", "V=151552", "dtype=bf16", "dtype=fp16", "dtype=fp32",
                                    "row_bytes%16=0", "row_bytes%16!=0"};
-  if (d == Direction::kBackward) tags.push_back("H=1&dups>=32");
+  if (d == Direction::kBackward) tags.insert(tags.end(), {"H=1&dups>=32", "H=1&dups=32"});
   const std::string name = d == Direction::kForward ? "weight" : "g";
   for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(name + ":" + value);
   return tags;

@@ -250,6 +250,23 @@ TEST(EmbeddingContracts, FEmbeddingRoundsEach32PositionChunkUpTo3072Positions) {
   EXPECT_EQ(d_weight_at_0("megatron_eager", c), 1 + 9 * 0x1p-7);  // width 8: fp32 once
 }
 
+// F.embedding adds each 32-position chunk's fp32 sum to the row after rounding it to the dtype:
+// grad_weight += scalar_t(sum), two roundings. bf16, width 8, 34 positions of id 0: 1 at position
+// 0, +0 up to 31 (chunk 0 sums to 1), 2^-8 at 32 and 2^-17 at 33 (chunk 1 sums to 2^-8 (1 + 2^-9)
+// in fp32, which bf16 rounds to 2^-8). Then 1 + 2^-8 is a tie between 1 and 1 + 2^-7, to even: 1.
+// (The chunk sum added unrounded, 1 + 2^-8 + 2^-17 is past the tie: 1 + 2^-7, which is also what
+// the fp32-once contracts give.)
+TEST(EmbeddingContracts, FEmbeddingRoundsAChunksSumBeforeAddingIt) {
+  Case c = all_same(34, 8, 1.0f, 0.0f);
+  for (int64_t h = 0; h < 8; ++h) {
+    c.inputs["g"].set_f32(32 * 8 + h, 0x1p-8f);
+    c.inputs["g"].set_f32(33 * 8 + h, 0x1p-17f);
+  }
+  EXPECT_EQ(d_weight_at_0("baseline", c), 1.0);
+  EXPECT_EQ(d_weight_at_0("atomic_fp32", c), 1 + 0x1p-7);
+  EXPECT_EQ(d_weight_at_0("megatron_eager", c), 1 + 0x1p-7);  // width 8: fp32 once
+}
+
 // Width 1 with 64 duplicates: the stride-1 kernel's lanes each sum two positions, and the tree
 // adds the 32 lane sums; 2^24 at position 0 absorbs a 1 added to it sequentially in fp32 (ties to
 // even), but lane 0's 2^24 + 1 and the other lanes' 1 + 1 = 2 (exact) are combined in a tree.
@@ -264,6 +281,19 @@ TEST(EmbeddingContracts, TheWidthOneIndexBackwardSplitsDuplicatesOverAWarp) {
   const double tree = d_weight_at_0("megatron_eager", c);
   EXPECT_GT(tree, 0x1p24);
   EXPECT_EQ(tree, 0x1p24 + 62);
+}
+
+// Width 1 at the tree's boundary: 32 duplicates are one whole pass of the warp (lane l holds
+// position l), fewer are added in order. fp32, 2^24 at position 0, 1 elsewhere. 32: the tree
+// halves 2^24 + 1 -> 2^24 (a tie, to even) beside fifteen 1 + 1 = 2, then 2^24 + 2, + 4, + 8, + 16,
+// each exact: 2^24 + 30. 31: every + 1 to 2^24 ties back to it: 2^24.
+TEST(EmbeddingContracts, TheWidthOneIndexBackwardTakesTheTreeFrom32Duplicates) {
+  for (const int64_t P : {31, 32}) {
+    Case c = all_same(P, 1, 0.0f, 0.0f);
+    c.inputs["g"] = Tensor(DType::kFP32, {P, 1});
+    for (int64_t p = 0; p < P; ++p) c.inputs["g"].set_f32(p, p == 0 ? 0x1p24f : 1.0f);
+    EXPECT_EQ(d_weight_at_0("megatron_eager", c), P == 32 ? 0x1p24 + 30 : 0x1p24) << P << " duplicates";
+  }
 }
 
 // The fp32 atomic add flushes subnormals to a zero of their sign (atom.add.f32; eager PyTorch's
