@@ -371,5 +371,25 @@ TEST_P(CrossEntropyEdges, IgnoredRowsAreZeroAndADominantMaxGivesMinusZero) {
 
 INSTANTIATE_TEST_SUITE_P(CrossEntropy, CrossEntropyEdges, testing::ValuesIn(targets_where(is_ce)), target_name);
 
+// The backward's G is the row sum of gO, +0 plus the label's term (cross-entropy-order.md): at
+// V = 1 with g = +0, gO_t = -1 * +0 = -0 and G = +0 + -0 = +0, so d_logits = fma(-exp(logp), +0, -0)
+// = -0 + -0 = -0 (0x80000000, as eager PyTorch gives on the H200). Without the +0, G = -0 and
+// fma(-1, -0, -0) = +0.
+TEST(CrossEntropyEdgesByHand, AOneLogitRowWithZeroGradientGivesMinusZero) {
+  for (const char* impl : {"ref:megatron_eager", "ref:fused"}) {
+    Case k;
+    k.op = "cross_entropy";
+    k.direction = Direction::kBackward;
+    Tensor logits(DType::kFP32, {1, 1}), g(DType::kFP32, {1});
+    logits.set_f32(0, 3.0f);
+    k.inputs["logits"] = logits;
+    k.inputs["labels"] = labels_of({0});
+    k.inputs["g"] = g;  // +0
+    const Outcome o = run({"cross_entropy", Direction::kBackward, impl}, k);
+    ASSERT_FALSE(o.rejected()) << o.message;
+    EXPECT_EQ(o.outputs->at("d_logits").bits(0), 0x80000000u) << impl;
+  }
+}
+
 }  // namespace
 }  // namespace bitparity::ops

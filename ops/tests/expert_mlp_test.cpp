@@ -37,6 +37,16 @@ bool moderate_inputs(const Case& c) {
   return true;
 }
 
+// Megatron's rule as the spec states it (OP-10), in literal numbers: the properties below are
+// written in kExpertPadBelow and kExpertPadRows and would follow a wrong constant, and in the
+// reference the zero rows change no exact sum, so no output shows a wrong threshold on the CPU
+// (cuBLAS's choice of algorithm for the megatron_eager GEMMs does).
+TEST(ExpertMlpPadding, OneToSixteenTokensArePaddedTo32AndNoOtherCount) {
+  EXPECT_EQ(expert_padded_rows(0), 0);
+  for (int64_t M = 1; M <= 16; ++M) EXPECT_EQ(expert_padded_rows(M), 32) << M;
+  for (const int64_t M : {17, 31, 32, 33, 4096}) EXPECT_EQ(expert_padded_rows(M), M) << M;
+}
+
 class ExpertMlp : public testing::TestWithParam<Target> {};
 
 TEST_P(ExpertMlp, PaddingGivesTheBitsOfARunOnTokensPaddedTo32) {
