@@ -130,5 +130,37 @@ TEST_P(AdamwLateSteps, StepsPastTheUnderflowAreAlike) {
 
 INSTANTIATE_TEST_SUITE_P(Adamw, AdamwLateSteps, testing::ValuesIn(targets_where(is_adamw)), target_name);
 
+// The denominator as fused_adam_utils.cuh writes it: sqrt(v) / sqrt(bc2) + eps, two roundings
+// before the eps (not sqrt(v / bc2)). By hand, one fp32 element: lr 1, beta1 = beta2 = 0.5, eps 0,
+// no decay, step 1; param +0, exp_avg = exp_avg_sq = +0, grad g = 0x1.001c8p+0.
+//   bc1 = bc2 = 1 - 0.5 = 0.5 (powf(0.5, 1) is 0.5); step_size = 1 / 0.5 = 2.
+//   exp_avg = fma(0.5, 0, fma(-0.5, g, g)) = g / 2, exp_avg_sq = (g * g) / 2, both exact halvings.
+//   denom = sqrtf(exp_avg_sq) / sqrtf(0.5) = 1.00043499... (sqrtf(exp_avg_sq) over
+//   0x1.6a09e6p-1, each rounded), one ulp above g; param = 0 - (2 * (g / 2)) / denom = -(g / denom)
+//   = -(1 - 2^-23) = 0xbf7ffffe. (sqrt(exp_avg_sq / 0.5) = sqrtf(g * g) = g would give -1.)
+TEST(AdamwByHand, TheDenominatorDividesSquareRoots) {
+  Case c;
+  c.op = "adamw_step";
+  c.direction = Direction::kForward;
+  c.attrs["lr"] = 1.0;
+  c.attrs["beta1"] = 0.5;
+  c.attrs["beta2"] = 0.5;
+  c.attrs["eps"] = 0.0;
+  c.attrs["weight_decay"] = 0.0;
+  c.attrs["step"] = int64_t{1};
+  Tensor grad(DType::kFP32, {1});
+  grad.set_f32(0, 0x1.001c8p+0f);
+  c.inputs["param"] = Tensor(DType::kFP32, {1});
+  c.inputs["grad"] = grad;
+  c.inputs["exp_avg"] = Tensor(DType::kFP32, {1});
+  c.inputs["exp_avg_sq"] = Tensor(DType::kFP32, {1});
+  const Outcome o = run({"adamw_step", Direction::kForward, "ref:megatron_eager"}, c);
+  ASSERT_FALSE(o.rejected()) << o.message;
+  EXPECT_EQ(o.outputs->at("param").bits(0), 0xbf7ffffeu);
+  const float g = 0x1.001c8p+0f;
+  EXPECT_EQ(o.outputs->at("exp_avg").f32(0), g / 2);
+  EXPECT_EQ(o.outputs->at("exp_avg_sq").f32(0), (g * g) / 2);
+}
+
 }  // namespace
 }  // namespace bitparity::ops
