@@ -159,6 +159,7 @@ TEST(ExecBackend, AHazardExitStatusAfterTheAnswerIsASanitizerHazard) {
 
 using testing::kCublasKernel;
 using testing::kSanitizerBanner;
+using testing::racecheck_analysis;
 using testing::racecheck_report;
 using testing::racecheck_summary;
 
@@ -189,6 +190,19 @@ TEST(SanitizerLog, RacecheckReportsInsideALibrarysKernelsAreTold) {
       "=========     Write Thread (96,0,0) at planted_reduce+0xd0\n";
   EXPECT_EQ(sanitizer_reports(device_only).at(0).kernel, "planted_reduce");
   EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + device_only + racecheck_summary(1), 1000));
+  // An analysis report (no backtrace) is the library's where its kernel's hazard reports all are.
+  const std::string analysis = racecheck_analysis(kCublasKernel);
+  const std::vector<SanitizerReport> summed = sanitizer_reports(kSanitizerBanner + theirs + analysis + racecheck_summary(2));
+  ASSERT_EQ(summed.size(), 2u);
+  EXPECT_EQ(summed[1].kernel, kCublasKernel);
+  EXPECT_EQ(summed[1].library, "libcublasLt.so.13");
+  EXPECT_TRUE(racecheck_library_only(kSanitizerBanner + analysis + theirs + racecheck_summary(2), 1000))
+      << "the analysis report before the hazard report";
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + analysis + racecheck_summary(1), 1000))
+      << "no backtraced report of the kernel";
+  EXPECT_FALSE(racecheck_library_only(kSanitizerBanner + theirs + racecheck_analysis("planted_reduce") +
+                                          racecheck_summary(2), 1000))
+      << "another kernel's analysis beside the library's hazard";
   // Each judged log says why, for the finding's message.
   const auto because = [](const std::string& log) { return racecheck_judged_because(log, 1000); };
   EXPECT_EQ(because(kSanitizerBanner + theirs + theirs + racecheck_summary(2)), "");

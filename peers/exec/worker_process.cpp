@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -327,6 +328,7 @@ std::string closed_library(std::string_view frame) {
 
 std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
   std::vector<SanitizerReport> reports;
+  std::vector<bool> backtraced;  // a host frame past the driver was read
   bool in_report = false, host_seen = false;
   for (size_t start = 0; start < log.size();) {
     const size_t end = std::min(log.find('\n', start), log.size());
@@ -336,9 +338,10 @@ std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
     if (!tool_line(line, &text)) continue;
     if (starts_with_any(text, {"Error:", "ERROR:", "Warning:", "WARNING:"})) {
       reports.push_back({"?", ""});
+      backtraced.push_back(false);
       in_report = true;
       host_seen = false;
-      continue;
+      // An analysis report names its kernel on this line ("Race reported between Read access at K+0x..").
     }
     if (text.find("SUMMARY:") != std::string_view::npos) {
       in_report = false;
@@ -354,9 +357,24 @@ std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
       r.kernel = std::string(text.substr(at + 3, offset - at - 3));
     if (!host_seen && text.rfind("Host Frame:", 0) == 0 && text.find("libcuda.so") == std::string_view::npos) {
       host_seen = true;  // the first frame past the driver decides
+      backtraced.back() = true;
       r.library = closed_library(text);
     }
   }
+  // racecheck's analysis reports ("Race reported between Read access at K+0xaf0 and Write access at
+  // K+0x29b0 [N hazards]", printed with --racecheck-report all) sum up hazards of kernel K and carry no
+  // host backtrace. Such a report takes the library of K's backtraced reports where every one of them
+  // names a closed library; a kernel with no backtraced report, or one that bitparity's own code
+  // launched, leaves it empty.
+  std::map<std::string, std::string> library_of;  // kernel -> a closed library that launched it, "" if not
+  for (size_t i = 0; i < reports.size(); ++i) {
+    if (!backtraced[i]) continue;
+    const auto [it, first] = library_of.emplace(reports[i].kernel, reports[i].library);
+    if (!first && reports[i].library.empty()) it->second.clear();
+  }
+  for (size_t i = 0; i < reports.size(); ++i)
+    if (!backtraced[i])
+      if (const auto it = library_of.find(reports[i].kernel); it != library_of.end()) reports[i].library = it->second;
   return reports;
 }
 

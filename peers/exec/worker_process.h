@@ -42,7 +42,8 @@ struct WorkerOptions {
 // One report of compute-sanitizer's racecheck in a worker's log: the kernel it names ("?" where the report
 // names none) and the library whose code launched it (the first host frame past the CUDA driver:
 // "libcublasLt.so.13"), empty where that frame is not a closed library's (bitparity's own code, or
-// no host backtrace).
+// no host backtrace). A report without a host backtrace (racecheck's analysis reports, "Race reported
+// between ...") takes the library of its kernel's backtraced reports where they all name one.
 struct SanitizerReport {
   std::string kernel;
   std::string library;
