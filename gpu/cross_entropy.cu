@@ -347,15 +347,14 @@ __global__ void __launch_bounds__(kBlock) fused_forward_kernel(CrossEntropy a) {
   row_outputs(a, row, total.m, logf(total.s), 0, 1, false);
 }
 
-// --- fused forward: a cluster a row, a segment a block ------------------------------------------
-// A grid of row blocks ends in a partial wave: at N = 8192, 31 full waves of 264 rows (132 SMs, two
-// blocks each) and then 8 rows, each about as slow alone as in a full wave (on the H200, 64 rows
-// took 45 us, a wave of 8192 about 44: a block's walk is bound by its own loads in flight). This
-// kernel takes a row with a cluster of 8 blocks, block s walking segment s with thread t as lane t
-// (the same elements, in the same order, as the row block's lanes), the segment's 1024 lanes through
-// the same halving tree (every level in shared memory and shuffles), block 0 combining the 8
-// results from its cluster's shared memory: every bit is the row block's, a row in an eighth of the
-// time. Not measured yet; the ILP variants below run it (bench/NOTES.md).
+// --- fused forward: a cluster a row, a segment a block (ILP 1 and 4, not the default) -------------
+// This kernel takes a row with a cluster of 8 blocks, block s walking segment s with thread t as
+// lane t (the same elements, in the same order, as the row block's lanes), the segment's 1024 lanes
+// through the same halving tree (every level in shared memory and shuffles), block 0 combining the 8
+// results from its cluster's shared memory: every bit is the row block's. It was written for the
+// rows after the row blocks' last full wave (8 at N = 8192) and measured on the H200: at N 8192 the
+// split loses 0.4 points (those rows start as the last wave's first blocks leave, so they never cost
+// a wave), and 64 rows in clusters take 41.0 us against 44.4 in row blocks (bench/NOTES.md).
 constexpr int kClusterWalkUnroll = 8;  // loads a thread has in flight
 
 __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBlock)
