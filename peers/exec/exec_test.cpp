@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -216,6 +217,27 @@ TEST(SanitizerLog, RacecheckReportsInsideALibrarysKernelsAreTold) {
   EXPECT_NE(because(kSanitizerBanner + racecheck_summary(0)).find("counts 0 hazards"), std::string::npos);
   EXPECT_NE(because(kSanitizerBanner + device_only + racecheck_summary(1)).find("a report in planted_reduce"),
             std::string::npos);
+}
+
+// A log compute-sanitizer 13 wrote on an H100 for gemm's cublas contract (M 64, K 1408, N 4096):
+// two of its 512 WAR hazard reports inside cuBLAS's nvjet kernel, each with its host backtrace, then
+// the analysis report that sums them up without one, then the summary. The log is the library's.
+TEST(SanitizerLog, ARecordedCublasLogWithItsAnalysisReportIsTheLibrarys) {
+  std::ifstream in(std::string(BITPARITY_EXEC_TESTDATA) + "/racecheck_cublas_h100.log");
+  ASSERT_TRUE(in) << "peers/exec/testdata/racecheck_cublas_h100.log";
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::vector<SanitizerReport> reports = sanitizer_reports(log);
+  ASSERT_EQ(reports.size(), 3u);
+  for (const SanitizerReport& r : reports) {
+    EXPECT_EQ(r.kernel, kCublasKernel);
+    EXPECT_EQ(r.library, "libcublasLt.so.13");
+  }
+  EXPECT_EQ(racecheck_judged_because(log, 1000), "");
+  // The analysis report alone (its hazard reports cut out) names no launcher: judged.
+  const size_t analysis = log.find("========= Error: Race reported between");
+  ASSERT_NE(analysis, std::string::npos);
+  const std::string alone = std::string(kSanitizerBanner) + log.substr(analysis);
+  EXPECT_NE(racecheck_judged_because(alone, 1000).find("a report in " + std::string(kCublasKernel)), std::string::npos);
 }
 
 // A sanitized worker whose checker reports only inside cuBLAS's kernels: its answer stands and the

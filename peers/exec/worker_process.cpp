@@ -361,9 +361,9 @@ std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
       r.library = closed_library(text);
     }
   }
-  // racecheck's analysis reports ("Race reported between Read access at K+0xaf0 and Write access at
-  // K+0x29b0 [N hazards]", printed with --racecheck-report all) sum up hazards of kernel K and carry no
-  // host backtrace. Such a report takes the library of K's backtraced reports where every one of them
+  // racecheck's analysis reports ("Error: Race reported between Read access at K+0xaf0 and Write access
+  // at K+0x29b0 [N hazards]", printed with --racecheck-report all after K's hazard reports) sum up
+  // hazards of kernel K and carry no host backtrace. Such a report takes the library of K's backtraced reports where every one of them
   // names a closed library; a kernel with no backtraced report, or one that bitparity's own code
   // launched, leaves it empty.
   std::map<std::string, std::string> library_of;  // kernel -> a closed library that launched it, "" if not
