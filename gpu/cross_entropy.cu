@@ -863,14 +863,13 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
 }
 
 // Clusters of a fused backward kernel that are resident at once: its persistent grid. Asked once per
-// device, kernel and shared-memory size (the occupancy query costs more than a launch). The caller
-// holds the lock under which the kernel's shared-memory limit was set.
+// device, kernel and shared-memory size (the occupancy query costs more than a launch).
 template <typename Kernel>
-int resident_clusters(Kernel kernel, int threads, size_t shared_bytes) {
+int resident_clusters(Kernel kernel, int device, int threads, size_t shared_bytes) {
+  static std::mutex mutex;
   static std::map<std::tuple<int, const void*, size_t>, int> known;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "cross_entropy fused backward: cudaGetDevice");
   const auto key = std::make_tuple(device, reinterpret_cast<const void*>(kernel), shared_bytes);
+  const std::lock_guard<std::mutex> lock(mutex);
   if (const auto it = known.find(key); it != known.end()) return it->second;
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(kSegments * 1024, 1, 1);
@@ -884,18 +883,29 @@ int resident_clusters(Kernel kernel, int threads, size_t shared_bytes) {
   return clusters;
 }
 
+// Raises `kernel`'s dynamic shared-memory limit on `device` to at least `shared_bytes`. The limit is
+// the kernel's, for the whole process, and the occupancy query and every launch read it: it only
+// ever rises, so that no thread's smaller vocabulary lowers it under another thread's launch (which
+// would fail with cudaErrorInvalidValue). Launches hold no lock.
+template <typename Kernel>
+void raise_shared_limit(Kernel kernel, int device, size_t shared_bytes) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, const void*>, size_t> set;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto [it, first] = set.try_emplace({device, reinterpret_cast<const void*>(kernel)}, 0);
+  if (!first && it->second >= shared_bytes) return;
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
+             "cross_entropy fused backward: cudaFuncSetAttribute");
+  it->second = shared_bytes;
+}
+
 // A persistent launch of `kernel`: as many clusters as are resident, at most one a row.
 template <typename Kernel>
 void launch_persistent(Kernel kernel, int threads, size_t shared_bytes, const CrossEntropy& a, cudaStream_t stream) {
-  // The shared-memory limit is the kernel's, for the whole process, and both the occupancy query
-  // and the launch read it: set, asked and launched under one lock, so that another thread's
-  // smaller vocabulary cannot lower it in between (the launch would fail with
-  // cudaErrorInvalidValue, the query find no cluster). The launch reads it when enqueued.
-  static std::mutex launch_mutex;
-  const std::lock_guard<std::mutex> lock(launch_mutex);
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-             "cross_entropy fused backward: cudaFuncSetAttribute");
-  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters(kernel, threads, shared_bytes));
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cross_entropy fused backward: cudaGetDevice");
+  raise_shared_limit(kernel, device, shared_bytes);
+  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters(kernel, device, threads, shared_bytes));
   kernel<<<static_cast<unsigned>(clusters * kSegments), threads, shared_bytes, stream>>>(a);
   check_launch("cross_entropy fused backward", a.stream);
 }
