@@ -328,8 +328,8 @@ std::string closed_library(std::string_view frame) {
 
 std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
   std::vector<SanitizerReport> reports;
-  std::vector<bool> backtraced;  // a host frame past the driver was read
-  bool in_report = false, host_seen = false;
+  std::vector<bool> backtraced;  // per report: a host frame past the driver was read
+  bool in_report = false;
   for (size_t start = 0; start < log.size();) {
     const size_t end = std::min(log.find('\n', start), log.size());
     const std::string_view line(log.data() + start, end - start);
@@ -340,7 +340,6 @@ std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
       reports.push_back({"?", ""});
       backtraced.push_back(false);
       in_report = true;
-      host_seen = false;
       // An analysis report names its kernel on this line ("Race reported between Read access at K+0x..").
     }
     if (text.find("SUMMARY:") != std::string_view::npos) {
@@ -355,17 +354,16 @@ std::vector<SanitizerReport> sanitizer_reports(const std::string& log) {
     if (r.kernel == "?" && at != std::string_view::npos && (at == 0 || text[at - 1] == ' ') &&
         offset != std::string_view::npos && offset > at + 3 && text.find("Host Frame:") == std::string_view::npos)
       r.kernel = std::string(text.substr(at + 3, offset - at - 3));
-    if (!host_seen && text.rfind("Host Frame:", 0) == 0 && text.find("libcuda.so") == std::string_view::npos) {
-      host_seen = true;  // the first frame past the driver decides
-      backtraced.back() = true;
+    if (!backtraced.back() && text.rfind("Host Frame:", 0) == 0 && text.find("libcuda.so") == std::string_view::npos) {
+      backtraced.back() = true;  // the first frame past the driver decides
       r.library = closed_library(text);
     }
   }
   // racecheck's analysis reports ("Error: Race reported between Read access at K+0xaf0 and Write access
   // at K+0x29b0 [N hazards]", printed with --racecheck-report all after K's hazard reports) sum up
-  // hazards of kernel K and carry no host backtrace. Such a report takes the library of K's backtraced reports where every one of them
-  // names a closed library; a kernel with no backtraced report, or one that bitparity's own code
-  // launched, leaves it empty.
+  // hazards of kernel K and carry no host backtrace. Such a report takes the library of K's
+  // backtraced reports where every one of them names a closed library; a kernel with no backtraced
+  // report, or one that bitparity's own code launched, leaves it empty.
   std::map<std::string, std::string> library_of;  // kernel -> a closed library that launched it, "" if not
   for (size_t i = 0; i < reports.size(); ++i) {
     if (!backtraced[i]) continue;
