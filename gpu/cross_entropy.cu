@@ -25,6 +25,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include "gpu/common/shared_limit.h"
 #include "gpu/runtime.h"
 
 namespace bitparity::gpu {
@@ -883,43 +884,27 @@ int resident_clusters(Kernel kernel, int device, int threads, size_t shared_byte
   return clusters;
 }
 
-// Raises `kernel`'s dynamic shared-memory limit on `device` to at least `shared_bytes`. The limit is
-// the kernel's, for the whole process, and the occupancy query and every launch read it: it only
-// ever rises, so that no thread's smaller vocabulary lowers it under another thread's launch (which
-// would fail with cudaErrorInvalidValue). Launches hold no lock.
-template <typename Kernel>
-void raise_shared_limit(Kernel kernel, int device, size_t shared_bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, const void*>, size_t> set;
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto [it, first] = set.try_emplace({device, reinterpret_cast<const void*>(kernel)}, 0);
-  if (!first && it->second >= shared_bytes) return;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared_bytes)),
-             "cross_entropy fused backward: cudaFuncSetAttribute");
-  it->second = shared_bytes;
-}
-
-// A persistent launch of `kernel`: as many clusters as are resident, at most one a row.
-template <typename Kernel>
-void launch_persistent(Kernel kernel, int threads, size_t shared_bytes, const CrossEntropy& a, cudaStream_t stream) {
+// A persistent launch of kKernel: as many clusters as are resident, at most one a row.
+template <auto kKernel>
+void launch_persistent(int threads, size_t shared_bytes, const CrossEntropy& a, cudaStream_t stream) {
   int device = 0;
   check_cuda(cudaGetDevice(&device), "cross_entropy fused backward: cudaGetDevice");
-  raise_shared_limit(kernel, device, shared_bytes);
-  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters(kernel, device, threads, shared_bytes));
-  kernel<<<static_cast<unsigned>(clusters * kSegments), threads, shared_bytes, stream>>>(a);
+  raise_shared_limit<kKernel>(shared_bytes, "cross_entropy fused backward: cudaFuncSetAttribute");
+  const int64_t clusters = std::min<int64_t>(a.rows, resident_clusters(kKernel, device, threads, shared_bytes));
+  kKernel<<<static_cast<unsigned>(clusters * kSegments), threads, shared_bytes, stream>>>(a);
   check_launch("cross_entropy fused backward", a.stream);
 }
 
 template <bool kBuffered, bool kVector>
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = kBuffered ? static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float) : 0;
-  launch_persistent(fused_backward_kernel<kBuffered, kVector>, kBackwardThreads, shared_bytes, a, stream);
+  launch_persistent<fused_backward_kernel<kBuffered, kVector>>(kBackwardThreads, shared_bytes, a, stream);
 }
 
 template <int kThreads, int kChunks, bool kStepwiseTree = false>
 void launch_fused_backward_bulk(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float);
-  launch_persistent(fused_backward_bulk_kernel<kThreads, kChunks, kStepwiseTree>, kThreads, shared_bytes, a, stream);
+  launch_persistent<fused_backward_bulk_kernel<kThreads, kChunks, kStepwiseTree>>(kThreads, shared_bytes, a, stream);
 }
 
 // The fused backward's kernels. The bulk-copy kernel where V % 4 == 0, the rows are 16-byte aligned

@@ -17,6 +17,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "gpu/common/shared_limit.h"
 #include "gpu/gemm_kernels.h"
 #include "gpu/runtime.h"
 
@@ -191,9 +192,8 @@ __global__ void __launch_bounds__(T::kThreads) fixed_order_kernel(Gemm g) {
 
 template <class T, bool kVector>
 void launch(const Gemm& g) {
-  const auto kernel = fixed_order_kernel<T, kVector>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSharedBytes)),
-             "gemm fixed_order: cudaFuncSetAttribute");
+  constexpr auto kernel = fixed_order_kernel<T, kVector>;
+  raise_shared_limit<kernel>(T::kSharedBytes, "gemm fixed_order: cudaFuncSetAttribute");
   const int64_t blocks_n = (g.N + T::kBlockN - 1) / T::kBlockN, blocks_m = (g.M + T::kBlockM - 1) / T::kBlockM;
   if (blocks_n > 0x7FFFFFFF || blocks_m > 65535)
     throw CudaError(cudaErrorInvalidConfiguration, "gemm fixed_order: M or N too large for one grid");

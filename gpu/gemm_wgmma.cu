@@ -54,6 +54,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include "gpu/common/shared_limit.h"
 #include "gpu/gemm_kernels.h"
 #include "gpu/runtime.h"
 
@@ -539,9 +540,8 @@ inline bool fast_path(const Gemm& g) {
 // must hold b transposed ([N, K], row-major).
 template <class T>
 void launch_tiles(const Gemm& g) {
-  const auto kernel = fixed_order_wgmma_kernel<T>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSharedBytes)),
-             "gemm fixed_order wgmma: cudaFuncSetAttribute");
+  constexpr auto kernel = fixed_order_wgmma_kernel<T>;
+  raise_shared_limit<kernel>(T::kSharedBytes, "gemm fixed_order wgmma: cudaFuncSetAttribute");
   const CUtensorMap map_a = tensor_map(g.a, g.M, g.K, T::kBlockM, 64, CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap map_b = T::kBKMajor
                                 ? tensor_map(g.b, g.N, g.K, T::kBlockN, 64, CU_TENSOR_MAP_SWIZZLE_128B)

@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "gpu/common/dtype_io.cuh"
 #include "gpu/common/ilp.h"
+#include "gpu/common/shared_limit.h"
 #include "gpu/runtime.h"
 
 namespace bitparity::gpu::device {
@@ -109,12 +110,12 @@ unsigned resident_grid(int64_t items) {
 // Blocks for a kernel whose teams (teams_per_block to a block, `shared` bytes of dynamic shared
 // memory) walk rows team, team + T, ...: no more teams T than are resident at once, and no more
 // than give each team the same number of rows, so that no last round of rows runs on a few teams
-// while the rest wait. Raises the kernel's shared-memory limit where it needs more than 48 KiB.
+// while the rest wait. Raises the kernel's shared-memory limit on the current device where it needs
+// more than 48 KiB (once a device: raise_shared_limit).
 template <auto kKernel>
 unsigned row_team_grid(int64_t rows, int teams_per_block, size_t shared) {
+  if (shared > size_t{48} << 10) raise_shared_limit<kKernel>(shared, "row_team_grid: cudaFuncSetAttribute");
   static const int per_sm = [shared] {
-    if (shared > size_t{48} << 10)
-      cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(shared));
     int blocks = 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kKernel, kThreads, shared) != cudaSuccess ||
         blocks < 1) {
