@@ -3,7 +3,8 @@
 // Forward: one warp per position row at a time; lane l copies packets l, l + 32, ... of the row,
 // kIlp of them loaded before any is stored. Backward: a prepare kernel writes each position's local
 // row (the sort key; masked positions at row 0) and its position (bit 31 set where masked), CUB's
-// radix sort orders them by row (stable: each row's positions ascend, as in ATen's sorts), a table
+// radix sort orders them by row (stable: each row's positions ascend, as in ATen's sorts; up to
+// 1024 positions one block does both, counting each position's place: sort_block), a table
 // of run starts (one binary search a row, all rows in parallel) gives each row's run of sorted
 // positions, and one warp per 32 columns (or 16-byte packets) of a d_weight row folds the
 // gradients of each column over the row's run in order under the contract's rounding and stores
@@ -98,6 +99,35 @@ __global__ void prepare_keys(const int64_t* __restrict__ ids, uint32_t* __restri
     keys[p] = static_cast<uint32_t>(row < 0 ? 0 : row);
     vals[p] = static_cast<uint32_t>(p) | (row < 0 ? kMaskedBit : 0u);
   }
+}
+
+// prepare_keys and the sort in one block for P <= kBlockSortMax positions (the small cases of a
+// campaign, where CUB's radix sort is several launches): a position's place is the number of
+// positions whose row is lower, or the same with a lower position. That is the stable sort by row,
+// so keys_out and vals_out hold the radix sort's words exactly.
+constexpr int kBlockSortMax = 1024;
+
+__global__ void __launch_bounds__(kBlockSortMax)
+    sort_block(const int64_t* __restrict__ ids, uint32_t* __restrict__ keys_out, uint32_t* __restrict__ vals_out,
+               int P, EmbeddingRows r) {
+  __shared__ uint32_t keys[kBlockSortMax];
+  const int p = static_cast<int>(threadIdx.x);
+  uint32_t key = 0, val = 0;
+  if (p < P) {
+    const int64_t row = local_row(ids[p], r);
+    key = static_cast<uint32_t>(row < 0 ? 0 : row);
+    val = static_cast<uint32_t>(p) | (row < 0 ? kMaskedBit : 0u);
+    keys[p] = key;
+  }
+  __syncthreads();
+  if (p >= P) return;
+  int place = 0;
+  for (int q = 0; q < P; ++q) {
+    const uint32_t other = keys[q];
+    place += other < key || (other == key && q < p) ? 1 : 0;
+  }
+  keys_out[place] = key;
+  vals_out[place] = val;
 }
 
 int key_bits(int64_t V) {
@@ -356,7 +386,11 @@ void launch_backward_as(const EmbeddingBackward& a) {
   auto* keys_out = reinterpret_cast<uint32_t*>(ws + l.keys_out);
   auto* vals_in = reinterpret_cast<uint32_t*>(ws + l.vals_in);
   auto* vals_out = reinterpret_cast<uint32_t*>(ws + l.vals_out);
-  if (a.P > 0) {
+  if (a.P > 0 && a.P <= kBlockSortMax) {
+    sort_block<<<1, static_cast<unsigned>((a.P + kWarp - 1) / kWarp * kWarp), 0, stream>>>(
+        static_cast<const int64_t*>(a.ids), keys_out, vals_out, static_cast<int>(a.P), a.rows);
+    check_launch("embedding backward block sort", a.stream);
+  } else if (a.P > 0) {
     prepare_keys<<<flat_grid(a.P), kThreads, 0, stream>>>(static_cast<const int64_t*>(a.ids), keys_in, vals_in, a.P,
                                                          a.rows);
     check_launch("embedding backward keys", a.stream);

@@ -76,8 +76,9 @@ BoundLaunch bind_backward(const KernelArgs& k) {
   p.d_weight = d_weight.data();
   p.ilp = k.ilp;
   p.stream = k.stream;
-  // The workspace is allocated here, so that a launch allocates nothing; the launch holds it.
-  const auto ws = std::make_shared<DeviceBuffer>(embedding_backward_workspace_bytes(p));
+  // The workspace is taken here (the thread's, or allocated), so that a launch allocates nothing;
+  // the launch holds it.
+  const auto ws = launch_workspace(embedding_backward_workspace_bytes(p), k.stream);
   p.workspace = ws->get();
   return [p, ws] { launch_embedding_backward(p); };
 }
@@ -103,9 +104,12 @@ std::vector<std::string> with_forward(std::vector<std::string> backward) {
 std::vector<KernelRecord> embedding_kernels() {
   // fold_of: the index backward's warp tree at H == 1 (its passes of 32 positions), one rounding up
   // to a warp's width, a rounding every addition above (fold_rows in packets or elements).
-  const std::vector<std::string> megatron = with_forward({"H=1", "H=1&dups>=32", "H=2..31", "H=32", "H=33"});
+  // Both sort the positions: one block up to 1024 of them, CUB's radix sort above.
+  const std::vector<std::string> megatron =
+      with_forward({"H=1", "H=1&dups>=32", "H=2..31", "H=32", "H=33", "sort:block", "sort:radix"});
   // F.embedding's backward: chunks of 32 positions up to 3072 positions, partial sums of 10 above.
-  const std::vector<std::string> baseline = with_forward({"rows=1..16", "rows=large", "P>3072"});
+  const std::vector<std::string> baseline =
+      with_forward({"rows=1..16", "rows=large", "P>3072", "sort:block", "sort:radix"});
   // The atomic scatter, then the rounding of the fp32 table (also without positions).
   const std::vector<std::string> atomic = with_forward({"rows=1..16"});
   return {{"embedding", "megatron_eager", bind, megatron},

@@ -15,9 +15,11 @@
 //      true flags: position = (its warp's base of column e) + (flags of lower lanes in the column
 //      mask), slot j of t its j-th flag in ascending e. Writes tok_off, slots, pos_token, pos_expert
 //      and, for a weighted sum, slot_weight[s] = probs[t, e] of slot s.
-// All integer sums, so the index is exact and deterministic. Each kernel after count, and the
-// payload kernel after place, is a programmatic dependent launch: scheduled while its predecessor
-// drains, it waits (griddepcontrol.wait) before it reads what the predecessor wrote, so that no
+// A map of one tile and at most 2048 experts (T <= 128: the small cases of a campaign) takes all
+// three steps in one block, one launch (index_one_tile_kernel). All integer sums, so the index is
+// exact and deterministic. Each kernel after count, and the payload kernel after place, is a
+// programmatic dependent launch: scheduled while its predecessor drains, it waits
+// (griddepcontrol.wait) before it reads what the predecessor wrote, so that no
 // launch gap separates the four kernels. At T = 16384, E = 160 the map is
 // 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
 //
@@ -69,6 +71,8 @@ constexpr int kGroupWords = 4;              // 32-expert words of flags a lane h
 constexpr int kGroupExperts = kGroupWords * kWarpLanes;
 constexpr size_t kWorkspaceAlignment = 256;  // every region of the workspace starts aligned
 constexpr int kPlaceBatch = 4;  // flags a place thread takes at a time
+constexpr int kOneKernelCounts = kTileTokens * kScanPerThread;  // a one-tile map of at most this many
+                                                                // experts: the index in one kernel
 
 // --- programmatic dependent launch -------------------------------------------------------------
 //
@@ -268,19 +272,16 @@ __device__ __forceinline__ void group_flags(const uint8_t* row, int g0, int E, b
 
 static_assert(kTileTokens == kGroupExperts, "a thread of a tile's block owns one column of a group");
 
-// Per tile: its column counts into tile_count[e][tile], each token's first slot within the tile into
-// tok_off[t], the tile's true entries into tile_rows[tile].
-__global__ void __launch_bounds__(kTileTokens)
-    index_count_kernel(const uint8_t* map, int T, int E, int tiles, int load, Index ix) {
+// Tile `tile` (a block of kTileTokens threads): its column counts into tile_count[e][tile], each
+// token's first slot within the tile into tok_off[t], the tile's true entries into tile_rows[tile].
+__device__ __forceinline__ void count_tile(const uint8_t* map, int T, int E, int tiles, int tile, int load, Index ix) {
   __shared__ int warp_count[kTileWarps][kGroupExperts];
   __shared__ int warp_rows[kTileWarps];
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
-  const int tile = static_cast<int>(blockIdx.x);
   const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
   const bool valid = t < T;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
-  release_successor();
   int row_count = 0;
   for (int g0 = 0; g0 < E; g0 += kGroupExperts) {
     uint32_t flags[kGroupWords], column[kGroupWords];
@@ -314,15 +315,23 @@ __global__ void __launch_bounds__(kTileTokens)
   if (threadIdx.x == 0) ix.tile_rows[tile] = total;
 }
 
-// Exclusive scan of data[0, n) in place by one block of kScanThreads, each thread taking
+__global__ void __launch_bounds__(kTileTokens)
+    index_count_kernel(const uint8_t* map, int T, int E, int tiles, int load, Index ix) {
+  release_successor();
+  count_tile(map, T, E, tiles, static_cast<int>(blockIdx.x), load, ix);
+}
+
+// Exclusive scan of data[0, n) in place by one block of kBlockThreads, each thread taking
 // kScanPerThread consecutive elements a pass (16-byte accesses where they are whole and aligned); returns
 // the total.
+template <int kBlockThreads>
 __device__ int block_exclusive_scan(int* data, int64_t n) {
+  constexpr int kWarps = kBlockThreads / kWarpLanes;
   __shared__ int sums[kWarpLanes];
-  static_assert(kScanThreads == kWarpLanes * kWarpLanes && kScanPerThread % 4 == 0, "scan shape");
+  static_assert(kBlockThreads % kWarpLanes == 0 && kWarps <= kWarpLanes && kScanPerThread % 4 == 0, "scan shape");
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
-  constexpr int64_t kPass = static_cast<int64_t>(kScanThreads) * kScanPerThread;
+  constexpr int64_t kPass = static_cast<int64_t>(kBlockThreads) * kScanPerThread;
   int carry = 0;
   for (int64_t pass = 0; pass < n; pass += kPass) {
     const int64_t i0 = pass + static_cast<int64_t>(threadIdx.x) * kScanPerThread;
@@ -347,7 +356,7 @@ __device__ int block_exclusive_scan(int* data, int64_t n) {
     const int inclusive = warp_inclusive_scan(local);
     if (lane == kWarpLanes - 1) sums[warp] = inclusive;
     __syncthreads();
-    if (warp == 0) sums[lane] = warp_inclusive_scan(sums[lane]);
+    if (warp == 0) sums[lane] = warp_inclusive_scan(lane < kWarps ? sums[lane] : 0);
     __syncthreads();
     int run = carry + (warp > 0 ? sums[warp - 1] : 0) + inclusive - local;
 #pragma unroll
@@ -365,7 +374,7 @@ __device__ int block_exclusive_scan(int* data, int64_t n) {
       for (int q = 0; q < kScanPerThread; ++q)
         if (i0 + q < n) data[i0 + q] = v[q];
     }
-    carry += sums[kWarpLanes - 1];
+    carry += sums[kWarps - 1];
     __syncthreads();  // sums is rewritten by the next pass
   }
   return carry;
@@ -377,8 +386,8 @@ __device__ int block_exclusive_scan(int* data, int64_t n) {
 __global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, int tiles, Index ix) {
   release_successor();
   wait_for_predecessor();
-  block_exclusive_scan(ix.tile_count, static_cast<int64_t>(E) * tiles);
-  const int total = block_exclusive_scan(ix.tile_rows, tiles);
+  block_exclusive_scan<kScanThreads>(ix.tile_count, static_cast<int64_t>(E) * tiles);
+  const int total = block_exclusive_scan<kScanThreads>(ix.tile_rows, tiles);
   if (threadIdx.x == 0) ix.tok_off[T] = total;
 }
 
@@ -387,18 +396,15 @@ __global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, 
 // j-th flag in ascending e. With probs, slot_weight[s] = probs[t, e] of slot s (so that a weighted
 // sum reads a slot's weight beside its position, not through it). Writes are guarded by N, so that
 // a map with more true entries than the caller's N cannot write past the arrays.
-__global__ void __launch_bounds__(kTileTokens)
-    index_place_kernel(const uint8_t* map, const float* probs, int T, int E, int tiles, int N, int load, Index ix) {
+__device__ __forceinline__ void place_tile(const uint8_t* map, const float* probs, int T, int E, int tiles, int tile,
+                                           int N, int load, Index ix) {
   __shared__ int base[kTileWarps][kGroupExperts];
   __shared__ uint32_t masks[kTileWarps][kGroupExperts];
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
-  const int tile = static_cast<int>(blockIdx.x);
   const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
   const bool valid = t < T;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
-  release_successor();
-  wait_for_predecessor();
   const int first_slot = valid ? ix.tile_rows[tile] + ix.tok_off[t] : 0;
   if (valid) ix.tok_off[t] = first_slot;
   const unsigned lower_lanes = (1u << lane) - 1u;
@@ -455,9 +461,34 @@ __global__ void __launch_bounds__(kTileTokens)
   }
 }
 
+__global__ void __launch_bounds__(kTileTokens)
+    index_place_kernel(const uint8_t* map, const float* probs, int T, int E, int tiles, int N, int load, Index ix) {
+  release_successor();
+  wait_for_predecessor();
+  place_tile(map, probs, T, E, tiles, static_cast<int>(blockIdx.x), N, load, ix);
+}
+
+// The whole index of a map of one tile (T <= kTileTokens, E <= kOneKernelCounts: one pass of the
+// scan) in one block: count, the scan of its E column counts, place. The same index as the three
+// kernels', in one launch where a small case paid three.
+__global__ void __launch_bounds__(kTileTokens)
+    index_one_tile_kernel(const uint8_t* map, const float* probs, int T, int E, int N, int load, Index ix) {
+  release_successor();
+  count_tile(map, T, E, 1, 0, load, ix);
+  __syncthreads();  // tile_count, tok_off and tile_rows are read by other threads below
+  block_exclusive_scan<kTileTokens>(ix.tile_count, E);
+  if (threadIdx.x == 0) {
+    ix.tok_off[T] = ix.tile_rows[0];  // the true entries
+    ix.tile_rows[0] = 0;              // the tile's first slot
+  }
+  __syncthreads();
+  place_tile(map, probs, T, E, 1, 0, N, load, ix);
+}
+
 // Builds the index of `map` in the workspace on `stream`: count, scan and place, each a programmatic
-// dependent of the one before (scheduled while it drains); the kernel that consumes the index is
-// launched as a dependent of place. With `probs` ([T, E] fp32) place also writes slot_weight.
+// dependent of the one before (scheduled while it drains), or all three in one kernel where the map
+// is one tile; the kernel that consumes the index is launched as a dependent of the last. With
+// `probs` ([T, E] fp32) place also writes slot_weight.
 Index build_index(const RoutingCommon& r, const Layout& l, const float* probs = nullptr) {
   const RoutingShape& s = r.shape;
   const Index ix = index_in(r.workspace, l);
@@ -466,6 +497,10 @@ Index build_index(const RoutingCommon& r, const Layout& l, const float* probs = 
   const int T = static_cast<int>(s.T), E = static_cast<int>(s.E), N = static_cast<int>(s.N);
   const int tiles = static_cast<int>(tiles_of(s.T));
   const int load = flag_load_of(map, s.E);
+  if (tiles == 1 && E <= kOneKernelCounts) {
+    launch(index_one_tile_kernel, 1, kTileTokens, 0, r.stream, false, "routing index", map, probs, T, E, N, load, ix);
+    return ix;
+  }
   const auto grid = static_cast<unsigned>(tiles);
   launch(index_count_kernel, grid, kTileTokens, 0, r.stream, false, "routing index count", map, T, E, tiles, load, ix);
   launch(index_scan_kernel, 1, kScanThreads, 0, r.stream, true, "routing index scan", T, E, tiles, ix);

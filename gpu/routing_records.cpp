@@ -27,7 +27,8 @@ namespace {
 
 using Workspace = std::shared_ptr<DeviceBuffer>;
 
-Workspace workspace_of(size_t bytes) { return std::make_shared<DeviceBuffer>(bytes); }
+// The launch's workspace: the thread's where the launch is on its stream (launch_workspace).
+Workspace workspace_of(size_t bytes, const KernelArgs& k) { return launch_workspace(bytes, k.stream); }
 
 const void* data_or_null(const DeviceTensor* t) { return t ? t->data() : nullptr; }
 
@@ -72,7 +73,7 @@ BoundLaunch bind_permute(const KernelArgs& k) {
     p.r = routing_common(k, required(k.inputs, "tokens"), permuted.shape.at(0));
     p.tokens = required(k.inputs, "tokens").data();
     p.permuted = permuted.data();
-    const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
+    const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape), k);
     p.r.workspace = ws->get();
     return [p, ws] { launch_permute_forward(p); };
   }
@@ -83,7 +84,7 @@ BoundLaunch bind_permute(const KernelArgs& k) {
   p.slot_plan = slot_row_plan(k, p.r.shape);
   p.d_permuted = d_permuted.data();
   p.d_tokens = required(k.outputs, "d_tokens").data();
-  const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
+  const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape), k);
   p.r.workspace = ws->get();
   return [p, ws] { launch_permute_backward(p); };
 }
@@ -100,7 +101,7 @@ BoundLaunch bind_unpermute(const KernelArgs& k) {
     p.probs = data_or_null(probs);
     p.out = required(k.outputs, "out").data();
     const bool fp32_rows = p.order_of_arrival && probs && permuted.dtype != DType::kFP32;
-    const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape, fp32_rows));
+    const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape, fp32_rows), k);
     p.r.workspace = ws->get();
     return [p, ws] { launch_unpermute_forward(p); };
   }
@@ -118,7 +119,7 @@ BoundLaunch bind_unpermute(const KernelArgs& k) {
     // over H == 1 there is no reduction (d_probs is the product).
     if (p.r.shape.N > 0 && p.r.shape.H > 1) p.plan = rule7_row_sum_plan(p.r.shape.H, p.r.shape.N);
   }
-  const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape));
+  const Workspace ws = workspace_of(routing_workspace_bytes(p.r.shape), k);
   p.r.workspace = ws->get();
   return [p, ws] { launch_unpermute_backward(p); };
 }
@@ -188,7 +189,7 @@ BoundLaunch bind_router_topk(const KernelArgs& k) {
     require_probs_dtype(p.r, probs, "probs");
     p.probs = probs.data();
     p.routing_map = required(k.outputs, "routing_map").data();
-    const Workspace ws = workspace_of(router_workspace_bytes(p.r.T, p.r.E, p.r.k));
+    const Workspace ws = workspace_of(router_workspace_bytes(p.r.T, p.r.E, p.r.k), k);
     p.r.workspace = ws->get();
     return [p, ws] { launch_router_forward(p); };
   }
@@ -215,9 +216,11 @@ const Paths kRouterPaths = {"rows=0", "k=1", "k>1", "E=1..64", "E=65..128", "E=1
                             "logits=fp32"};
 
 // The index (routing.cu build_index), which every launch with tokens builds: the flags in 16-byte
-// vectors, 4-byte words or bytes (flag_load_of), rows of more than one group of 128 experts, more
-// than one tile of 128 tokens, and more than one pass of the scan.
-const Paths kIndexPaths = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "T>128", "tile_counts>16384"};
+// vectors, 4-byte words or bytes (flag_load_of), rows of more than one group of 128 experts, one
+// kernel for a map of one tile and at most 2048 experts, three for more than one tile of 128 tokens,
+// and more than one pass of the three kernels' scan.
+const Paths kIndexPaths = {"E%16=0",         "E%16=4|8|12", "E%4!=0", "E>128", "index:one_kernel",
+                           "T>128",          "tile_counts>16384"};
 // copy_rows (permute's forward, unpermute's backward without probs): vectors by the row's bytes.
 const Paths kCopyPaths = {"row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2"};
 // The aligned sums: gather_sum in packets or single elements, slot_row_sum at H == 1.

@@ -234,12 +234,15 @@ std::string width_class(int64_t H) {
 // 16-byte packets where a row's bytes allow, else element by element, and nothing without
 // positions; the backward folds d_weight's rows (every row, positions or not) in packets or
 // elements, and at H == 1 the index backward's warp tree, whose lanes take 32 of a row's positions
-// a pass.
+// a pass. The backward sorts up to 1024 positions in one block, more with CUB's radix sort.
 void add_kernel_paths(const Case& c, const Tensor& data, int64_t most, std::vector<std::string>& tags) {
   constexpr int64_t kPacketBytes = 16;
+  constexpr int64_t kBlockSortMax = 1024;  // gpu/embedding.cu
   const int64_t H = data.rank() == 2 ? data.dim(1) : 0;
   const bool fwd = c.direction == Direction::kForward;
-  if (H == 0 || (fwd && c.input("ids")->numel() == 0)) return;
+  const int64_t P = c.input("ids")->numel();
+  if (!fwd && P > 0) tags.push_back(P <= kBlockSortMax ? "sort:block" : "sort:radix");
+  if (H == 0 || (fwd && P == 0)) return;
   const int64_t bytes = H * static_cast<int64_t>(dtype_size(data.dtype()));
   tags.push_back(bytes % kPacketBytes == 0 ? "row_bytes%16=0" : "row_bytes%16!=0");
   if (!fwd && H == 1 && most >= kEmbeddingWarp) tags.push_back("H=1&dups>=32");
@@ -295,7 +298,7 @@ std::vector<std::string> required_tags(Direction d) {
                                    "partition=none", "partition=masked", "partition=all_inside",
                                    "V=1", "V=other", "V=151552", "dtype=bf16", "dtype=fp16", "dtype=fp32",
                                    "row_bytes%16=0", "row_bytes%16!=0"};
-  if (d == Direction::kBackward) tags.insert(tags.end(), {"H=1&dups>=32", "H=1&dups=32"});
+  if (d == Direction::kBackward) tags.insert(tags.end(), {"H=1&dups>=32", "H=1&dups=32", "sort:block", "sort:radix"});
   const std::string name = d == Direction::kForward ? "weight" : "g";
   for (const char* value : {"nan", "inf", "-0", "subnormal"}) tags.push_back(name + ":" + value);
   return tags;

@@ -451,6 +451,7 @@ bool slot_spread(const Case& c, const Routing& r) {
 constexpr int64_t kTileTokens = 128;    // tokens of a tile: a block of the index's count and place kernels
 constexpr int64_t kGroupExperts = 128;  // experts of a tile's row read at once
 constexpr int64_t kScanPass = 16384;    // counts the index's one-block scan takes a pass
+constexpr int64_t kOneKernelExperts = 2048;  // a one-tile map of at most this many: the index in one kernel
 constexpr int64_t kVectorBytes = 16;
 constexpr int64_t kWarpLanes = 32;
 
@@ -485,13 +486,15 @@ Rule7Lanes rule7_lanes_fp32(int64_t width, int64_t rows) {
 
 // The index, which every launch with tokens builds: a lane reads a map row's flags in 16-byte
 // vectors (E % 16 == 0), 4-byte words (E % 4 == 0) or bytes; rows of more than one group of
-// experts, maps of more than one tile, and tile counts that take the scan more than one pass.
+// experts; one kernel for a map of one tile and at most kOneKernelExperts experts, three kernels for
+// the others; maps of more than one tile, and tile counts that take the scan more than one pass.
 void add_index_paths(const Routing& r, std::vector<std::string>& tags) {
   const int64_t E = r.experts;
   if (r.tokens == 0 || E == 0) return;
   tags.push_back(E % 16 == 0 ? "E%16=0" : E % 4 == 0 ? "E%16=4|8|12" : "E%4!=0");
   if (E > kGroupExperts) tags.push_back("E>128");
   const int64_t tiles = (r.tokens + kTileTokens - 1) / kTileTokens;
+  if (tiles == 1 && E <= kOneKernelExperts) tags.push_back("index:one_kernel");
   if (tiles > 1) tags.push_back("T>128");
   if (tiles * E > kScanPass) tags.push_back("tile_counts>16384");
 }
@@ -538,7 +541,8 @@ void add_kernel_paths(const Case& c, const Routing& r, std::vector<std::string>&
 
 // The tags add_kernel_paths emits for the op's direction.
 std::vector<std::string> kernel_path_tags(const std::string& op, Direction d) {
-  std::vector<std::string> tags = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "T>128", "tile_counts>16384",
+  std::vector<std::string> tags = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "index:one_kernel", "T>128",
+                                   "tile_counts>16384",
                                    "row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2",
                                    "row_bytes%16!=0", "H=1", "H%2=0", "H%2=1"};
   if (op == "unpermute" && d == Direction::kBackward)

@@ -1,6 +1,7 @@
 #include "gpu/common/device_tensor.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
 
@@ -64,6 +65,18 @@ class Arena {
 Arena& thread_arena() {
   thread_local Arena arena;
   return arena;
+}
+
+// The calling thread's kernel workspace (launch_workspace). Shared with the pointers it hands out,
+// so that one released on another thread, or after this thread ended, finds it alive.
+struct Scratch {
+  DeviceBuffer buffer;
+  std::atomic<bool> held{false};
+};
+
+const std::shared_ptr<Scratch>& thread_scratch() {
+  thread_local const std::shared_ptr<Scratch> scratch = std::make_shared<Scratch>();
+  return scratch;
 }
 
 // Outputs up to this size are filled in the staging memory and copied with the inputs; larger ones
@@ -217,6 +230,30 @@ size_t total_bytes(const DeviceTensorMap& tensors) {
   size_t bytes = 0;
   for (const auto& [name, t] : tensors) bytes += t.nbytes();
   return bytes;
+}
+
+std::shared_ptr<DeviceBuffer> launch_workspace(size_t bytes, void* stream) {
+  if (bytes > 0 && bytes <= CaseTensors::kSharedCaseBytes && stream == thread_stream() &&
+      buffer_mode() != BufferMode::kSeparate) {
+    std::shared_ptr<Scratch> scratch = thread_scratch();
+    bool free = false;
+    if (scratch->held.compare_exchange_strong(free, true)) {
+      try {
+        // Grown only while nothing holds it; the old buffer is freed in the stream's order.
+        if (bytes > scratch->buffer.bytes())
+          scratch->buffer = DeviceBuffer(std::max(bytes, scratch->buffer.bytes() * 2));
+        auto view = std::make_unique<DeviceBuffer>(DeviceBuffer::view(scratch->buffer.get(), bytes));
+        return std::shared_ptr<DeviceBuffer>(view.release(), [scratch](DeviceBuffer* b) {
+          delete b;
+          scratch->held.store(false);
+        });
+      } catch (...) {
+        scratch->held.store(false);
+        throw;
+      }
+    }
+  }
+  return std::make_shared<DeviceBuffer>(bytes);
 }
 
 }  // namespace bitparity::gpu

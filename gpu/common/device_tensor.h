@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/registry.h"
@@ -75,5 +76,13 @@ const DeviceTensor* optional(const DeviceTensorMap& tensors, const std::string& 
 
 // Bytes of every tensor of a map: what a kernel that reads (or writes) each element once moves.
 size_t total_bytes(const DeviceTensorMap& tensors);
+
+// A kernel's scratch memory for the launches of one bind: a view of a buffer the calling thread
+// keeps (kept from case to case, grown when a launch needs more, no allocation a case) where
+// `stream` is the thread's stream (thread_stream(), which orders every use of it), the bytes are at
+// most CaseTensors::kSharedCaseBytes and no other workspace of the thread is held; else a buffer of
+// its own (and always under BufferMode::kSeparate, so that memcheck knows its bounds). The thread's
+// buffer is held until the returned pointer's last copy is gone.
+std::shared_ptr<DeviceBuffer> launch_workspace(size_t bytes, void* stream);
 
 }  // namespace bitparity::gpu

@@ -202,5 +202,41 @@ TEST(CudaRuntime, CaseTensorsShareOneAllocationOnlyForSmallCases) {
   set_buffer_mode(BufferMode::kPooled);
 }
 
+// A launch's workspace is the thread's buffer on the thread's stream while no other holds it, the
+// same memory again once released; a second one at once, another stream's, or one under separate
+// buffers is memory of its own, and none overlaps a workspace still held.
+TEST(CudaRuntime, LaunchWorkspacesAreTheThreadsOneAtATime) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  set_buffer_mode(BufferMode::kPooled);
+  const auto overlap = [](const DeviceBuffer& a, const DeviceBuffer& b) {
+    const auto a0 = reinterpret_cast<uintptr_t>(a.get()), b0 = reinterpret_cast<uintptr_t>(b.get());
+    return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
+  };
+  const void* first = nullptr;
+  {
+    const auto held = launch_workspace(1000, thread_stream());
+    ASSERT_NE(held->get(), nullptr);
+    EXPECT_EQ(held->bytes(), 1000u);
+    first = held->get();
+    const auto second = launch_workspace(1000, thread_stream());
+    EXPECT_FALSE(overlap(*held, *second));
+    const auto other_stream = launch_workspace(1000, nullptr);
+    EXPECT_FALSE(overlap(*held, *other_stream));
+    const uint32_t word = 0x12345678u;
+    held->upload(&word, sizeof word);
+    uint32_t back = 0;
+    held->download(&back, sizeof back);
+    EXPECT_EQ(back, word);
+  }
+  EXPECT_EQ(launch_workspace(1000, thread_stream())->get(), first);  // released: the same memory again
+  EXPECT_EQ(launch_workspace(0, thread_stream())->get(), nullptr);
+  set_buffer_mode(BufferMode::kSeparate);
+  {
+    const auto held = launch_workspace(1000, thread_stream());
+    EXPECT_NE(held->get(), first);
+  }
+  set_buffer_mode(BufferMode::kPooled);
+}
+
 }  // namespace
 }  // namespace bitparity::gpu
