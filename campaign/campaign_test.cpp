@@ -171,6 +171,15 @@ TEST_F(CampaignTest, AWildcardPairNamesEveryContractBothKindsImplement) {
             (std::vector<BackendPair>{{"ref:exact", "fake_gpu:exact"}, {"fake_gpu:exact", "ref:exact"}}));
   EXPECT_EQ(pairs_for(registry, toy, {{"ref:*", "ref:*"}}).size(), 4u);  // each ref contract twice
   EXPECT_TRUE(pairs_for(registry, toy, {{"fake_gpu:*", "fake_gpu:nope"}}).empty());
+  // An order-of-arrival contract is left out across two kinds (its bits depend on the order its
+  // additions arrive in), kept in a self pair, and paired where it is named.
+  OpInfo atomic = toy;
+  for (ContractInfo& contract : atomic.contracts) contract.order_of_arrival = contract.name == "exact";
+  EXPECT_TRUE(pairs_for(registry, atomic, {{"fake_gpu:*", "ref:*"}}).empty());
+  EXPECT_EQ(pairs_for(registry, atomic, {{"fake_gpu:*", "fake_gpu:*"}}),
+            (std::vector<BackendPair>{{"fake_gpu:exact", "fake_gpu:exact"}}));
+  EXPECT_EQ(pairs_for(registry, atomic, {{"fake_gpu:exact", "ref:exact"}}),
+            (std::vector<BackendPair>{{"fake_gpu:exact", "ref:exact"}}));
   campaign::CampaignOptions o;
   o.max_cases = 20;
   o.pairs = {{"fake_gpu:*", "ref:*"}};

@@ -257,7 +257,9 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
   app->add_option("--seed", f->seed, "seed of the case stream, 0 .. 2^64-1")->type_name("UINT64")->capture_default_str();
   app->add_option("--pair", f->pairs,
                   "A,B backend pair; repeat for several (default: see above). K:*,L:* pairs K:C with L:C for every "
-                  "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck)");
+                  "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck); where K "
+                  "and L differ it leaves out the order-of-arrival contracts (atomics), as the default pairs do: "
+                  "name such a pair to run it");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
   app->add_option("--corpus", f->corpus_dir,
                   "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "
