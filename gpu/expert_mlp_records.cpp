@@ -1,6 +1,7 @@
 // The kernel records of expert_mlp: each contract's chain (ops/expert_mlp.h: its gemm contract and
 // its activation contract) bound on the device from the other records, so that no arithmetic is
-// written twice. The bind allocates the chain's intermediates, binds each stage record on views of
+// written twice. The bind takes the chain's intermediates from one workspace (launch_workspace:
+// the thread's own for a small case, zeroed as allocate's buffers were), binds each stage record on views of
 // them, and returns one launch that pads (0 < M < 17 rows to 32, zero rows and zero probs), runs the
 // stages in order on one stream, transposes where the backward's GEMMs need it, and copies the
 // first M rows back. Host code.
@@ -33,10 +34,26 @@ struct Stage {
 };
 
 struct Chain {
-  std::map<std::string, DeviceTensor> owned;  // intermediates and padded copies
+  std::shared_ptr<DeviceBuffer> memory;       // the intermediates' (launch_workspace), zeroed by the bind
+  size_t used = 0;                            // bytes of it taken, each tensor on a 256-byte boundary
+  std::map<std::string, DeviceTensor> owned;  // intermediates and padded copies: views of `memory`
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<BoundLaunch> steps;
 };
+
+constexpr size_t kTensorAlignment = 256;
+
+size_t aligned(size_t bytes) { return (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
+
+// Bytes enough for every intermediate bind_expert_mlp may own (bf16 unless named): x_pad, out_pad,
+// d_out_pad, d_x_pad and x_t of Mp x H; h and d_h of Mp x 2F; act, d_act and act_t of Mp x F; w2_t
+// of F x H and w1_t of 2F x H; probs_pad and d_scale of Mp fp32. One workspace for all of them, so
+// that a small case costs no allocation a tensor.
+size_t chain_bytes(int64_t Mp, int64_t H, int64_t F) {
+  const auto bf16 = [](int64_t rows, int64_t cols) { return aligned(static_cast<size_t>(rows * cols) * 2); };
+  return 5 * bf16(Mp, H) + 2 * bf16(Mp, 2 * F) + 3 * bf16(Mp, F) + bf16(F, H) + bf16(2 * F, H) +
+         2 * aligned(static_cast<size_t>(Mp) * 4);
+}
 
 const KernelRecord& record_of(const std::string& op, const std::string& contract) {
   const KernelRecord* r = kernel_record(op, contract);
@@ -59,9 +76,19 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
   const int64_t M = x.shape.at(0), H = x.shape.at(1), F = w1.shape.at(1) / 2, Mp = ops::expert_padded_rows(M);
   void* const stream = k.stream;
   auto chain = std::make_shared<Chain>();
+  // Under separate buffers each intermediate is an allocation of its own, so that memcheck knows
+  // its bounds.
+  const bool separate = buffer_mode() == BufferMode::kSeparate;
+  chain->memory = separate ? std::make_shared<DeviceBuffer>() : launch_workspace(chain_bytes(Mp, H, F), stream);
 
   auto own = [&](const std::string& name, DType dtype, Shape shape) -> const DeviceTensor& {
-    return chain->owned[name] = allocate({std::move(shape), dtype}, 0);
+    if (separate) return chain->owned[name] = allocate({std::move(shape), dtype}, 0);
+    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+    if (chain->used + bytes > chain->memory->bytes())
+      throw std::logic_error("expert_mlp's chain: intermediate " + name + " past chain_bytes");
+    auto* at = static_cast<unsigned char*>(chain->memory->get()) + chain->used;
+    chain->used += aligned(bytes);
+    return chain->owned[name] = {dtype, std::move(shape), bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(at, bytes)};
   };
   // `t` with zero rows to Mp, filled in the launch; `t` itself where no row is added.
   auto padded = [&](const std::string& name, const DeviceTensor& t) -> const DeviceTensor& {
@@ -153,6 +180,7 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
       });
     }
   }
+  zero_async(chain->memory->get(), chain->used, stream);  // before any launch, as allocate's fill
   return [chain] {
     for (const BoundLaunch& step : chain->steps) step();
   };
