@@ -105,7 +105,7 @@ __global__ void prepare_keys(const int64_t* __restrict__ ids, uint32_t* __restri
 // campaign, where CUB's radix sort is several launches): a position's place is the number of
 // positions whose row is lower, or the same with a lower position. That is the stable sort by row,
 // so keys_out and vals_out hold the radix sort's words exactly.
-constexpr int kBlockSortMax = 1024;
+constexpr int kBlockSortMax = static_cast<int>(kEmbeddingBlockSortMax);
 
 __global__ void __launch_bounds__(kBlockSortMax)
     sort_block(const int64_t* __restrict__ ids, uint32_t* __restrict__ keys_out, uint32_t* __restrict__ vals_out,

@@ -20,6 +20,9 @@
 
 namespace bitparity::gpu {
 
+// The backward sorts up to this many positions in one block, more with CUB's radix sort.
+inline constexpr int64_t kEmbeddingBlockSortMax = 1024;
+
 // The local row of an id: with a partition, id - vocab_start where that is in [0, V), else masked.
 struct EmbeddingRows {
   int64_t V = 0;               // the table's rows

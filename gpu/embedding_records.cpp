@@ -14,9 +14,13 @@
 #include "gpu/embedding_kernels.h"
 #include "gpu/records.h"
 #include "gpu/runtime.h"
+#include "ops/embedding.h"
 
 namespace bitparity::gpu {
 namespace {
+
+static_assert(kEmbeddingBlockSortMax == ops::kEmbeddingBlockSortMax,
+              "the op's sort:block tag names the backwards the CUDA kernels sort in one block");
 
 constexpr int64_t kSmallStrideMax = 32;     // ATen's index_put_ takes the small-stride kernel up to a warp
 constexpr int64_t kFeatureKernelMaxP = 3072;  // F.embedding's feature kernel up to 3072 positions

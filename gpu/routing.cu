@@ -71,8 +71,8 @@ constexpr int kGroupWords = 4;              // 32-expert words of flags a lane h
 constexpr int kGroupExperts = kGroupWords * kWarpLanes;
 constexpr size_t kWorkspaceAlignment = 256;  // every region of the workspace starts aligned
 constexpr int kPlaceBatch = 4;  // flags a place thread takes at a time
-constexpr int kOneKernelCounts = kTileTokens * kScanPerThread;  // a one-tile map of at most this many
-                                                                // experts: the index in one kernel
+constexpr int kOneKernelCounts = kIndexOneKernelExperts;  // routing_kernels.h
+static_assert(kOneKernelCounts == kTileTokens * kScanPerThread, "one pass of the one-tile kernel's scan");
 
 // --- programmatic dependent launch -------------------------------------------------------------
 //

@@ -106,6 +106,10 @@ struct UnpermuteBackward {
 };
 void launch_unpermute_backward(const UnpermuteBackward& args);
 
+// The index of a map of one 128-token tile and at most this many experts is built by one kernel
+// (one pass of its block's scan), of any other map by three.
+inline constexpr int kIndexOneKernelExperts = 2048;
+
 // --- the router (gpu/router_topk.cu), Megatron's aligned router (megatron_eager) ------------------
 
 enum class RouterScore { kSigmoid, kSqrtSoftplus };

@@ -21,9 +21,13 @@
 #include "gpu/records.h"
 #include "gpu/routing_kernels.h"
 #include "gpu/runtime.h"
+#include "ops/routing_map.h"
 
 namespace bitparity::gpu {
 namespace {
+
+static_assert(kIndexOneKernelExperts == ops::routing_map::kOneKernelExperts,
+              "the op's index:one_kernel tag names the maps the CUDA index builds in one kernel");
 
 using Workspace = std::shared_ptr<DeviceBuffer>;
 

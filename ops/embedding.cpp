@@ -237,11 +237,10 @@ std::string width_class(int64_t H) {
 // a pass. The backward sorts up to 1024 positions in one block, more with CUB's radix sort.
 void add_kernel_paths(const Case& c, const Tensor& data, int64_t most, std::vector<std::string>& tags) {
   constexpr int64_t kPacketBytes = 16;
-  constexpr int64_t kBlockSortMax = 1024;  // gpu/embedding.cu
   const int64_t H = data.rank() == 2 ? data.dim(1) : 0;
   const bool fwd = c.direction == Direction::kForward;
   const int64_t P = c.input("ids")->numel();
-  if (!fwd && P > 0) tags.push_back(P <= kBlockSortMax ? "sort:block" : "sort:radix");
+  if (!fwd && P > 0) tags.push_back(P <= kEmbeddingBlockSortMax ? "sort:block" : "sort:radix");
   if (H == 0 || (fwd && P == 0)) return;
   const int64_t bytes = H * static_cast<int64_t>(dtype_size(data.dtype()));
   tags.push_back(bytes % kPacketBytes == 0 ? "row_bytes%16=0" : "row_bytes%16!=0");

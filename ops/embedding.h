@@ -25,6 +25,9 @@ inline constexpr int64_t kEmbeddingFeatureChunk = 32;
 inline constexpr int64_t kEmbeddingPartialRows = 10;
 // The index backward's stride-1 kernel (H = 1) splits a row's duplicates over a warp's 32 lanes.
 inline constexpr int64_t kEmbeddingWarp = 32;
+// The CUDA backward (gpu/embedding.cu) sorts up to this many positions in one block, more with
+// CUB's radix sort (the kernel paths sort:block, sort:radix).
+inline constexpr int64_t kEmbeddingBlockSortMax = 1024;
 
 // The case's attributes for a case that validate accepted. V is weight's rows in the forward and
 // num_embeddings in the backward; vocab_start, where present, makes the table the partition

@@ -451,7 +451,6 @@ bool slot_spread(const Case& c, const Routing& r) {
 constexpr int64_t kTileTokens = 128;    // tokens of a tile: a block of the index's count and place kernels
 constexpr int64_t kGroupExperts = 128;  // experts of a tile's row read at once
 constexpr int64_t kScanPass = 16384;    // counts the index's one-block scan takes a pass
-constexpr int64_t kOneKernelExperts = 2048;  // a one-tile map of at most this many: the index in one kernel
 constexpr int64_t kVectorBytes = 16;
 constexpr int64_t kWarpLanes = 32;
 

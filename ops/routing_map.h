@@ -109,4 +109,8 @@ Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t se
 // or counts[t] where counts is given (unequal counts, padding rows).
 Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::vector<int64_t>& counts = {});
 
+// The CUDA index (gpu/routing.cu) is one kernel for a map of one 128-token tile and at most this
+// many experts, three kernels otherwise (the kernel path index:one_kernel).
+inline constexpr int64_t kOneKernelExperts = 2048;
+
 }  // namespace bitparity::ops::routing_map
