@@ -359,6 +359,10 @@ def sanitizer(tool, pattern):
         problems.append(f"{tool}: no summary")
     elif any(counts):
         problems.append(f"{tool}: errors or hazards")
+    # "Internal Sanitizer Error: Detected a failure to track a kernel launch. Future records might be
+    # incomplete": what the tool did not record, it cannot have judged.
+    if re.search(r"^=+ Internal Sanitizer Error", text, re.M):
+        problems.append(f"{tool}: internal sanitizer error (its records may be incomplete)")
     if not tests or tests.group(1) != "PASSED" or re.search(r"^\[  FAILED  \]", text, re.M):
         problems.append(f"{tool}: tests did not pass")
     return "; ".join(lines[-2:] or ["no summary line (see logs/" + tool + ".log)"]) + (
