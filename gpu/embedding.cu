@@ -140,11 +140,9 @@ struct SortLayout {
   size_t keys_in = 0, keys_out = 0, vals_in = 0, vals_out = 0, starts = 0, temp = 0, temp_bytes = 0, total = 0;
 };
 
-size_t aligned(size_t n) { return (n + 255) / 256 * 256; }
-
 SortLayout sort_layout(int64_t P, int64_t V) {
   SortLayout l;
-  const size_t words = aligned(static_cast<size_t>(P) * sizeof(uint32_t));
+  const size_t words = aligned_bytes(static_cast<size_t>(P) * sizeof(uint32_t));
   if (P > 0)
     check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, l.temp_bytes, static_cast<const uint32_t*>(nullptr),
                                                static_cast<uint32_t*>(nullptr), static_cast<const uint32_t*>(nullptr),
@@ -155,8 +153,8 @@ SortLayout sort_layout(int64_t P, int64_t V) {
   l.vals_in = 2 * words;
   l.vals_out = 3 * words;
   l.starts = 4 * words;  // V + 1 run starts
-  l.temp = l.starts + aligned(static_cast<size_t>(V + 1) * sizeof(uint32_t));
-  l.total = l.temp + aligned(l.temp_bytes);
+  l.temp = l.starts + aligned_bytes(static_cast<size_t>(V + 1) * sizeof(uint32_t));
+  l.total = l.temp + aligned_bytes(l.temp_bytes);
   return l;
 }
 

@@ -41,18 +41,14 @@ struct Chain {
   std::vector<BoundLaunch> steps;
 };
 
-constexpr size_t kTensorAlignment = 256;
-
-size_t aligned(size_t bytes) { return (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
-
 // Bytes enough for every intermediate bind_expert_mlp may own (bf16 unless named): x_pad, out_pad,
 // d_out_pad, d_x_pad and x_t of Mp x H; h and d_h of Mp x 2F; act, d_act and act_t of Mp x F; w2_t
 // of F x H and w1_t of 2F x H; probs_pad and d_scale of Mp fp32. One workspace for all of them, so
 // that a small case costs no allocation a tensor.
 size_t chain_bytes(int64_t Mp, int64_t H, int64_t F) {
-  const auto bf16 = [](int64_t rows, int64_t cols) { return aligned(static_cast<size_t>(rows * cols) * 2); };
+  const auto bf16 = [](int64_t rows, int64_t cols) { return aligned_bytes(static_cast<size_t>(rows * cols) * 2); };
   return 5 * bf16(Mp, H) + 2 * bf16(Mp, 2 * F) + 3 * bf16(Mp, F) + bf16(F, H) + bf16(2 * F, H) +
-         2 * aligned(static_cast<size_t>(Mp) * 4);
+         2 * aligned_bytes(static_cast<size_t>(Mp) * 4);
 }
 
 const KernelRecord& record_of(const std::string& op, const std::string& contract) {
@@ -87,7 +83,7 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
     if (chain->used + bytes > chain->memory->bytes())
       throw std::logic_error("expert_mlp's chain: intermediate " + name + " past chain_bytes");
     auto* at = static_cast<unsigned char*>(chain->memory->get()) + chain->used;
-    chain->used += aligned(bytes);
+    chain->used += aligned_bytes(bytes);
     return chain->owned[name] = {dtype, std::move(shape), bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(at, bytes)};
   };
   // `t` with zero rows to Mp, filled in the launch; `t` itself where no row is added.

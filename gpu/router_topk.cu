@@ -44,12 +44,10 @@ constexpr float kRouterEpsilon = 1e-20f;              // D = f32(sum) + f32(1e-2
 // registers; wider rows go through the scratch row.
 constexpr int kRegisterExperts = 256;
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 bool needs_scratch(int64_t E) { return E > kRegisterExperts; }
 
 // The forward's workspace: the slot scores [T, k] (k > 1), then the scratch scores [T, E].
-size_t slot_scores_bytes(int64_t T, int64_t k) { return k > 1 ? aligned(static_cast<size_t>(T * k) * sizeof(float)) : 0; }
+size_t slot_scores_bytes(int64_t T, int64_t k) { return k > 1 ? aligned_bytes(static_cast<size_t>(T * k) * sizeof(float)) : 0; }
 
 // --- scores --------------------------------------------------------------------------------------
 

@@ -69,7 +69,6 @@ constexpr int kTileWarps = 4;               // warps of a count / place block
 constexpr int kTileTokens = kTileWarps * kWarpLanes;  // tokens of a tile, a lane each
 constexpr int kGroupWords = 4;              // 32-expert words of flags a lane holds at once
 constexpr int kGroupExperts = kGroupWords * kWarpLanes;
-constexpr size_t kWorkspaceAlignment = 256;  // every region of the workspace starts aligned
 constexpr int kPlaceBatch = 4;  // flags a place thread takes at a time
 constexpr int kOneKernelCounts = kIndexOneKernelExperts;  // routing_kernels.h
 static_assert(kOneKernelCounts == kTileTokens * kScanPerThread, "one pass of the one-tile kernel's scan");
@@ -120,8 +119,6 @@ void launch(void (*kernel)(Params...), unsigned grid, unsigned block, size_t sha
 int64_t micro_chunks(int64_t T) { return (T + kWarpLanes - 1) / kWarpLanes; }
 int64_t tiles_of(int64_t T) { return (T + kTileTokens - 1) / kTileTokens; }
 
-size_t aligned(size_t bytes) { return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment; }
-
 // Byte offsets of the workspace's regions (int32 arrays, then the optional fp32 rows).
 struct Layout {
   size_t tile_count = 0;   // [E, tiles]: column counts of each tile, then their flat exclusive scan
@@ -144,7 +141,7 @@ Layout layout_of(const RoutingShape& s, bool fp32_rows) {
   size_t at = 0;
   auto take = [&at](int64_t elements, size_t element_bytes) {
     const size_t offset = at;
-    at += aligned(static_cast<size_t>(elements) * element_bytes);
+    at += aligned_bytes(static_cast<size_t>(elements) * element_bytes);
     return offset;
   };
   const int64_t tiles = tiles_of(s.T);

@@ -76,8 +76,6 @@ void check_launch(const char* what, void* stream) {
 
 namespace {
 
-constexpr uintptr_t kBufferAlignment = 256;
-
 // The current device's default pool, told once per device to keep what is freed (its release
 // threshold is 0 by default, which hands memory back to the driver at every synchronization and
 // makes the next allocation a driver call again).

@@ -61,11 +61,16 @@ enum class BufferMode { kPooled, kSeparate };
 BufferMode buffer_mode();
 void set_buffer_mode(BufferMode mode);  // for tests; a buffer made before keeps its kind
 
+// The boundary every device buffer starts on, as cudaMalloc's do (the kernels' vector paths rely on
+// it), and the size of a region rounded up to it: regions carved one after another from one buffer
+// (a case's tensors, a kernel's workspace) each start on the boundary too.
+constexpr size_t kBufferAlignment = 256;
+constexpr size_t aligned_bytes(size_t bytes) { return (bytes + kBufferAlignment - 1) / kBufferAlignment * kBufferAlignment; }
+
 // Device memory of `bytes` bytes (none for 0 bytes), freed by the destructor, taken as
 // buffer_mode() says. A pooled buffer is made and freed in the order of the calling thread's
 // stream, so it is used and destroyed on the thread that made it, or after a synchronization.
-// Every buffer starts on a 256-byte boundary, as cudaMalloc's do (the kernels' vector paths rely
-// on it).
+// Every buffer starts on a kBufferAlignment boundary.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;

@@ -10,10 +10,6 @@
 namespace bitparity::gpu {
 namespace {
 
-constexpr size_t kAlignment = 256;  // as a buffer of its own would start (gpu/runtime.h)
-
-size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
-
 // The calling thread's pinned host memory through which a small case's tensors move: one copy
 // each way, asynchronous, instead of a pageable copy a tensor. Kept and grown; freed with the thread.
 class Staging {
@@ -44,39 +40,41 @@ Staging& thread_staging() {
   return staging;
 }
 
-// The calling thread's device memory for small cases: one pooled buffer, kept and grown (the old
-// one freed in the stream's order, after the work that used it), held by one CaseTensors at a time.
+// A device buffer a thread keeps for one holder at a time: grown (the old one freed in the stream's
+// order, after the work that used it) only while nothing holds it. The flag is atomic because a
+// launch workspace may be given back on another thread.
 class Arena {
  public:
-  // Null when another CaseTensors of this thread holds it.
+  // Null when something holds it.
   unsigned char* take(size_t bytes) {
-    if (held_) return nullptr;
-    if (bytes > buffer_.bytes()) buffer_ = DeviceBuffer(std::max(bytes, buffer_.bytes() * 2));
-    held_ = true;
+    bool free = false;
+    if (!held_.compare_exchange_strong(free, true)) return nullptr;
+    try {
+      if (bytes > buffer_.bytes()) buffer_ = DeviceBuffer(std::max(bytes, buffer_.bytes() * 2));
+    } catch (...) {
+      held_.store(false);
+      throw;
+    }
     return static_cast<unsigned char*>(buffer_.get());
   }
-  void give_back() { held_ = false; }
+  void give_back() { held_.store(false); }
 
  private:
   DeviceBuffer buffer_;
-  bool held_ = false;
+  std::atomic<bool> held_{false};
 };
 
+// The calling thread's arena for small cases' tensors, held by one CaseTensors at a time.
 Arena& thread_arena() {
   thread_local Arena arena;
   return arena;
 }
 
-// The calling thread's kernel workspace (launch_workspace). Shared with the pointers it hands out,
-// so that one released on another thread, or after this thread ended, finds it alive.
-struct Scratch {
-  DeviceBuffer buffer;
-  std::atomic<bool> held{false};
-};
-
-const std::shared_ptr<Scratch>& thread_scratch() {
-  thread_local const std::shared_ptr<Scratch> scratch = std::make_shared<Scratch>();
-  return scratch;
+// The calling thread's arena for kernel workspaces (launch_workspace). Shared with the buffers it
+// hands out, so that one released on another thread, or after this thread ended, finds it alive.
+const std::shared_ptr<Arena>& thread_workspace_arena() {
+  thread_local const std::shared_ptr<Arena> arena = std::make_shared<Arena>();
+  return arena;
 }
 
 // Outputs up to this size are filled in the staging memory and copied with the inputs; larger ones
@@ -95,9 +93,9 @@ DeviceTensor view_at(unsigned char* shared, size_t offset, DType dtype, const Sh
 
 CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int fill_byte) {
   size_t total = 0;
-  for (const auto& [name, t] : inputs) total += aligned(t.nbytes());
+  for (const auto& [name, t] : inputs) total += aligned_bytes(t.nbytes());
   const size_t inputs_end = total;
-  for (const auto& [name, meta] : metas) total += aligned(meta_bytes(meta));
+  for (const auto& [name, meta] : metas) total += aligned_bytes(meta_bytes(meta));
   if (buffer_mode() != BufferMode::kSeparate && total <= kSharedCaseBytes && total > 0)
     shared_ = thread_arena().take(total);
   if (!shared_) {
@@ -111,12 +109,12 @@ CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int 
     for (const auto& [name, t] : inputs) {
       if (t.nbytes() > 0) std::memcpy(staging + offset, t.data(), t.nbytes());
       inputs_.emplace(name, view_at(shared_, offset, t.dtype(), t.shape(), t.nbytes()));
-      offset += aligned(t.nbytes());
+      offset += aligned_bytes(t.nbytes());
     }
     outputs_begin_ = offset;
     for (const auto& [name, meta] : metas) {
       outputs_.emplace(name, view_at(shared_, offset, meta.dtype, meta.shape, meta_bytes(meta)));
-      offset += aligned(meta_bytes(meta));
+      offset += aligned_bytes(meta_bytes(meta));
     }
     outputs_end_ = offset;
     const size_t fill_bytes = outputs_end_ - outputs_begin_;
@@ -235,20 +233,16 @@ size_t total_bytes(const DeviceTensorMap& tensors) {
 std::shared_ptr<DeviceBuffer> launch_workspace(size_t bytes, void* stream) {
   if (bytes > 0 && bytes <= CaseTensors::kSharedCaseBytes && stream == thread_stream() &&
       buffer_mode() != BufferMode::kSeparate) {
-    std::shared_ptr<Scratch> scratch = thread_scratch();
-    bool free = false;
-    if (scratch->held.compare_exchange_strong(free, true)) {
+    std::shared_ptr<Arena> arena = thread_workspace_arena();
+    if (unsigned char* memory = arena->take(bytes)) {
       try {
-        // Grown only while nothing holds it; the old buffer is freed in the stream's order.
-        if (bytes > scratch->buffer.bytes())
-          scratch->buffer = DeviceBuffer(std::max(bytes, scratch->buffer.bytes() * 2));
-        auto view = std::make_unique<DeviceBuffer>(DeviceBuffer::view(scratch->buffer.get(), bytes));
-        return std::shared_ptr<DeviceBuffer>(view.release(), [scratch](DeviceBuffer* b) {
+        auto view = std::make_unique<DeviceBuffer>(DeviceBuffer::view(memory, bytes));
+        return std::shared_ptr<DeviceBuffer>(view.release(), [arena](DeviceBuffer* b) {
           delete b;
-          scratch->held.store(false);
+          arena->give_back();
         });
       } catch (...) {
-        scratch->held.store(false);
+        arena->give_back();
         throw;
       }
     }
