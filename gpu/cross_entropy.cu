@@ -493,31 +493,6 @@ __device__ Online lanes_tree(Online (&o)[kL], float (*sm_m)[kThreads], float (*s
   return thread_lanes_levels(o);
 }
 
-// The same tree, level by level: each cross-warp level through shared memory behind its own block
-// barrier (the ILP 2 variant, for the benchmarks).
-template <int kL, int kThreads>
-__device__ Online lanes_tree_stepwise(Online (&o)[kL], float (*sm_m)[kThreads], float (*sm_s)[kThreads]) {
-  const int q = threadIdx.x;
-#pragma unroll
-  for (int j = 0; j < kL; ++j) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
-  __syncthreads();
-#pragma unroll
-  for (int d = kThreads / 2; d >= 32; d >>= 1) {
-    if (q < d) {
-#pragma unroll
-      for (int j = 0; j < kL; ++j) {
-        o[j] = combine(o[j], {sm_m[j][q + d], sm_s[j][q + d]});
-        if (d > 32) sm_m[j][q] = o[j].m, sm_s[j][q] = o[j].s;
-      }
-    }
-    if (d > 32) __syncthreads();
-  }
-  if (q < 32) {
-    warp_lanes_levels(o);
-  }
-  return thread_lanes_levels(o);
-}
-
 // The row's m and L from the 8 segments' results, part[] of each block of the cluster: their
 // halving tree (h = 4, 2, 1) in warp 0's lanes 0..7 (only warp 0 calls it); lane 0 writes m and
 // logf(s).
@@ -750,7 +725,7 @@ __device__ __forceinline__ void store_lanes(float* at, const float (&v)[kL]) {
   }
 }
 
-template <int kThreads, int kChunks, bool kStepwiseTree = false>
+template <int kThreads, int kChunks>
 __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     fused_backward_bulk_kernel(CrossEntropy a) {
   constexpr int kL = kSegmentLanes / kThreads;
@@ -821,8 +796,7 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
         for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
       }
     }
-    const Online r = kStepwiseTree ? lanes_tree_stepwise<kL, kThreads>(o, sm_m, sm_s)
-                                   : lanes_tree<kL, kThreads>(o, sm_m, sm_s);
+    const Online r = lanes_tree<kL, kThreads>(o, sm_m, sm_s);
     if (q < 32) {
       // slot[parity] is free: the other blocks push this row's results only after they received
       // this block's result of the row before, which it sent after reading the row before that.
@@ -901,24 +875,26 @@ void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   launch_persistent<fused_backward_kernel<kBuffered, kVector>>(kBackwardThreads, shared_bytes, a, stream);
 }
 
-template <int kThreads, int kChunks, bool kStepwiseTree = false>
+template <int kThreads, int kChunks>
 void launch_fused_backward_bulk(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float);
-  launch_persistent<fused_backward_bulk_kernel<kThreads, kChunks, kStepwiseTree>>(kThreads, shared_bytes, a, stream);
+  launch_persistent<fused_backward_bulk_kernel<kThreads, kChunks>>(kThreads, shared_bytes, a, stream);
 }
 
 // The fused backward's kernels. The bulk-copy kernel where V % 4 == 0, the rows are 16-byte aligned
 // and a segment fits on chip; else the kernel whose threads load the logits (4-vectors where
-// aligned). The ILP knob picks the bulk kernel's shape for the benchmarks (bench/NOTES.md): 1 (and
-// the default), 512 threads refilling their buffer in 4 runs; 2, the same with the segment tree's
-// levels each behind its own block barrier; 4, 256 threads, 4 runs.
+// aligned). The ILP knob picks the bulk kernel's shape for the benchmarks (bench/NOTES.md): the
+// default, 512 threads refilling their buffer in 4 runs; 1, the same in 8 runs; 2, in 2 runs; 4, 256
+// threads, 4 runs.
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const bool buffered = fused_segment_span(a.vocab) <= kFusedBufferedMaxSpan;
   const bool vector = a.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(a.d_logits) % 16 == 0;
   if (buffered && vector) {
-    if (a.ilp == 2) {
-      launch_fused_backward_bulk<512, 4, true>(a, stream);
+    if (a.ilp == 1) {
+      launch_fused_backward_bulk<512, 8>(a, stream);
+    } else if (a.ilp == 2) {
+      launch_fused_backward_bulk<512, 2>(a, stream);
     } else if (a.ilp == 4) {
       launch_fused_backward_bulk<256, 4>(a, stream);
     } else {
