@@ -116,13 +116,13 @@ thread_local std::optional<Subject> g_current, g_last_failed;
 
 // The shrink bound of the property being checked: when it first failed, the runs since, and
 // whether the bound cut shrinking short.
-using Clock = std::chrono::steady_clock;
-struct ShrinkBound {
-  std::optional<Clock::time_point> first_failure;
-  int runs_since = 0;
-  bool cut = false;
-};
-thread_local ShrinkBound g_shrink;
+thread_local ShrinkBound g_shrink{kShrinkRuns, kShrinkSeconds};  // the current property_failure's
+
+bool fresh_seed() {
+  const char* fresh = std::getenv("BITPARITY_FRESH_SEED");
+  return deep_run() || (fresh != nullptr && std::string(fresh) == "1");
+}
+}  // namespace
 
 double shrink_seconds() {
   const char* v = std::getenv("BITPARITY_SHRINK_SECONDS");
@@ -134,11 +134,35 @@ double shrink_seconds() {
   }
 }
 
-bool fresh_seed() {
-  const char* fresh = std::getenv("BITPARITY_FRESH_SEED");
-  return deep_run() || (fresh != nullptr && std::string(fresh) == "1");
+void ShrinkBound::run_bounded(const std::function<void()>& run, const std::function<void()>& on_failure) {
+  using Clock = std::chrono::steady_clock;
+  if (first_failure_) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - *first_failure_).count();
+    if (cut_ || ++runs_since_ > runs_ || seconds > seconds_) {
+      cut_ = true;
+      return;  // a passing run: RapidCheck keeps the smallest failure found so far
+    }
+  }
+  auto failed = [&] {
+    if (on_failure) on_failure();
+    if (!first_failure_) first_failure_ = Clock::now();
+  };
+  try {
+    run();
+  } catch (const rc::detail::CaseResult& result) {
+    if (result.type == rc::detail::CaseResult::Type::Failure) failed();
+    throw;
+  } catch (...) {
+    failed();
+    throw;
+  }
 }
-}  // namespace
+
+std::string ShrinkBound::cut_note() const {
+  if (!cut_) return "";
+  return "Shrinking stopped at its bound (" + std::to_string(runs_) + " runs or " +
+         std::to_string(static_cast<int>(seconds_)) + " s, BITPARITY_SHRINK_SECONDS): the case above may not be minimal.\n";
+}
 
 bool deep_run() {
   const char* deep = std::getenv("BITPARITY_DEEP");
@@ -169,35 +193,15 @@ namespace detail {
 void begin_property() { g_shrink = ShrinkBound{}; }
 
 void run_recording_failure(const std::function<void()>& property) {
-  if (g_shrink.first_failure) {
-    const double seconds = std::chrono::duration<double>(Clock::now() - *g_shrink.first_failure).count();
-    if (g_shrink.cut || ++g_shrink.runs_since > kShrinkRuns || seconds > shrink_seconds()) {
-      g_shrink.cut = true;
-      return;  // a passing run: RapidCheck keeps the smallest failure found so far
-    }
-  }
-  auto failed = [] {
-    g_last_failed = g_current;
-    if (!g_shrink.first_failure) g_shrink.first_failure = Clock::now();
-  };
-  g_current.reset();
-  try {
-    property();
-  } catch (const rc::detail::CaseResult& result) {
-    if (result.type == rc::detail::CaseResult::Type::Failure) failed();
-    throw;
-  } catch (...) {
-    failed();
-    throw;
-  }
+  g_shrink.run_bounded(
+      [&] {
+        g_current.reset();
+        property();
+      },
+      [] { g_last_failed = g_current; });
 }
 
-std::string shrink_cut_note() {
-  if (!g_shrink.cut) return "";
-  return "Shrinking stopped at its bound (" + std::to_string(kShrinkRuns) + " runs or " +
-         std::to_string(static_cast<int>(shrink_seconds())) +
-         " s, BITPARITY_SHRINK_SECONDS): the case above may not be minimal.\n";
-}
+std::string shrink_cut_note() { return g_shrink.cut_note(); }
 
 std::string last_failure_reproducer(const std::string& message) {
   std::optional<Subject> failed = std::move(g_last_failed);

@@ -10,6 +10,7 @@
 // required tags, error inputs, TensorSpec traits).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -84,6 +85,33 @@ rc::detail::TestParams property_params();
 // found so far is reported, marked as possibly not minimal.
 inline constexpr double kShrinkSeconds = 60;
 inline constexpr int kShrinkRuns = 5000;
+
+// kShrinkSeconds, or BITPARITY_SHRINK_SECONDS where set (std::invalid_argument when it is no number).
+double shrink_seconds();
+
+// The bound of one property check: once a run has failed, `runs` more runs or `seconds` of them,
+// whichever ends first. Past it every run passes without running, so RapidCheck's shrinking ends and
+// reports the smallest failure found so far. property_failure applies one; a test that calls
+// rc::check itself wraps each run in run_bounded.
+class ShrinkBound {
+ public:
+  ShrinkBound() : ShrinkBound(kShrinkRuns, shrink_seconds()) {}
+  ShrinkBound(int runs, double seconds) : runs_(runs), seconds_(seconds) {}
+
+  // Runs `run` unless the bound is passed; a failure of it (an exception other than RapidCheck's
+  // success or discard) calls `on_failure`, starts the clock at the first, and propagates.
+  void run_bounded(const std::function<void()>& run, const std::function<void()>& on_failure = {});
+  bool cut() const { return cut_; }
+  // "" while not cut; otherwise a line saying where the bound stopped shrinking.
+  std::string cut_note() const;
+
+ private:
+  int runs_;
+  double seconds_;
+  std::optional<std::chrono::steady_clock::time_point> first_failure_;
+  int runs_since_ = 0;
+  bool cut_ = false;
+};
 
 // Names the case the current property run is about: when the run fails, check_property writes
 // it as a reproducer (corpus/reproducer.h) of finding `kind`, with `pair` when two

@@ -3,6 +3,8 @@
 // seed is the test's own (derived from its name), not RapidCheck's random one.
 #include <chrono>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -29,6 +31,60 @@ TEST(HarnessTest, ShrinkingStopsAtItsBoundAndSaysSo) {
   ASSERT_EQ(setenv("BITPARITY_SHRINK_SECONDS", "0.5", 1), 0);
   EXPECT_FATAL_FAILURE(slow_failing_property(), "Shrinking stopped at its bound");
   unsetenv("BITPARITY_SHRINK_SECONDS");
+}
+
+// The bound a test that calls rc::check itself wraps each run in (gpu/tests/cuda_vs_ref_test.cpp):
+// runs go ahead until the first failure, then `runs` more, then none, and the note says so.
+TEST(HarnessTest, AShrinkBoundStopsRunsAfterItsRunsPastTheFirstFailure) {
+  ShrinkBound bound(3, 1e9);
+  int ran = 0, failures_seen = 0;
+  auto pass = [&] { ++ran; };
+  auto fail = [&] {
+    ++ran;
+    throw std::runtime_error("fails");
+  };
+  for (int i = 0; i < 5; ++i) bound.run_bounded(pass);
+  EXPECT_EQ(ran, 5);
+  EXPECT_THROW(bound.run_bounded(fail, [&] { ++failures_seen; }), std::runtime_error);
+  EXPECT_EQ(failures_seen, 1);
+  for (int i = 0; i < 3; ++i) EXPECT_THROW(bound.run_bounded(fail), std::runtime_error);
+  EXPECT_EQ(ran, 9);
+  EXPECT_FALSE(bound.cut());
+  EXPECT_EQ(bound.cut_note(), "");
+  bound.run_bounded(fail);  // the fourth run past the first failure: not run, a pass
+  bound.run_bounded(pass);
+  EXPECT_EQ(ran, 9);
+  EXPECT_TRUE(bound.cut());
+  EXPECT_NE(bound.cut_note().find("3 runs"), std::string::npos) << bound.cut_note();
+}
+
+TEST(HarnessTest, AShrinkBoundStopsRunsAfterItsSeconds) {
+  ShrinkBound bound(1000000, 0.05);
+  int ran = 0;
+  auto fail = [&] {
+    ++ran;
+    RC_FAIL("fails");
+  };
+  EXPECT_THROW(bound.run_bounded(fail), rc::detail::CaseResult);
+  EXPECT_THROW(bound.run_bounded(fail), rc::detail::CaseResult);  // within the 50 ms
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  bound.run_bounded(fail);
+  EXPECT_EQ(ran, 2);
+  EXPECT_TRUE(bound.cut());
+}
+
+// A discarded run (RC_DISCARD) is no failure: it starts no clock.
+TEST(HarnessTest, AShrinkBoundCountsNoDiscardAsAFailure) {
+  ShrinkBound bound(0, 1e9);
+  int ran = 0;
+  for (int i = 0; i < 3; ++i)
+    EXPECT_THROW(bound.run_bounded([&] {
+      ++ran;
+      RC_DISCARD("not this one");
+    }),
+                 rc::detail::CaseResult);
+  EXPECT_EQ(ran, 3);
+  EXPECT_FALSE(bound.cut());
 }
 
 TEST(HarnessTest, AQuickRunsSeedIsTheTestsOwnNotRapidChecksRandomOne) {

@@ -42,6 +42,7 @@
 #include "corpus/differential.h"
 #include "corpus/reproducer.h"
 #include "gpu/tests/first_rows.h"
+#include "properties/harness.h"
 #if defined(BITPARITY_CUDA_RECORDS)
 #include "gpu/common/ilp.h"
 #include "gpu/register.h"
@@ -153,6 +154,11 @@ class Counterexample {
   std::optional<corpus::BackendPair> pair_;
 };
 
+// A failure's report, and the line saying that shrinking stopped at its bound where it did.
+std::string with_cut_note(const std::string& report, const props::ShrinkBound& shrink) {
+  return shrink.cut() ? report + "\n" + shrink.cut_note() : report;
+}
+
 // The command that reruns one GoogleTest test of this program (a reference input is rebuilt from
 // the op's spec, too large for a case file).
 std::string rerun_command() {
@@ -180,39 +186,42 @@ TEST_P(BackendVsRef, BitIdenticalToReferenceOnGeneratedCases) {
   std::map<std::string, int64_t> tag_counts;
   Counterexample counterexample;
   const corpus::BackendPair pair{t.backend(), t.ref()};
+  props::ShrinkBound shrink;
   const bool ok = rc::check(t.title() + " " + t.backend() + " vs " + t.ref(), [&] {
-    const Case c = *op.generate(t.direction);
-    for (const std::string& tag : op.classes(c).tags) {
-      RC_TAG(tag);
-      ++tag_counts[tag];
-    }
-    const Outcome ref = run_outcome(registry(), t.ref(), c);
-    const Outcome got = run_outcome(registry(), t.backend(), c);
-    if (const std::string why = rejection_difference(t, got, ref); !why.empty())
-      RC_FAIL(counterexample.record(c, "error_mismatch", pair, why));
-    if (ref.rejected()) {
-      RC_TAG("rejected:" + ref.reject_class);
-      ++rejected;
-      return;
-    }
-    ++compared;
-    if (any_nonzero(*ref.outputs)) ++nonzero;
-    const Comparison cmp = compare_outputs(*got.outputs, *ref.outputs);
-    if (t.bounded() && cmp.verdict == Verdict::kBitMismatch) {
-      // The shared classification (corpus/differential.h) judges both sides against the bound.
-      const corpus::DiffResult r = corpus::classify(registry(), c, pair, got, ref);
-      if (r.verdict != corpus::DiffVerdict::kAgree) RC_FAIL(counterexample.record(c, r.kind, pair, r.message));
-      RC_CLASSIFY(true, "bits differ, within the error bound");
-      ++within_bound;
-      return;
-    }
-    if (cmp.verdict == Verdict::kShapeMismatch || (cmp.verdict != Verdict::kIdentical && !t.order_of_arrival()))
-      RC_FAIL(counterexample.record(c, std::string(verdict_name(cmp.verdict)), pair,
-                                    format_comparison(cmp, t.title(), t.backend(), t.ref())));
-    RC_CLASSIFY(cmp.verdict != Verdict::kIdentical, "added in another order than the reference's");
-    if (cmp.verdict != Verdict::kIdentical) ++arrival_differences;
+    shrink.run_bounded([&] {
+      const Case c = *op.generate(t.direction);
+      for (const std::string& tag : op.classes(c).tags) {
+        RC_TAG(tag);
+        ++tag_counts[tag];
+      }
+      const Outcome ref = run_outcome(registry(), t.ref(), c);
+      const Outcome got = run_outcome(registry(), t.backend(), c);
+      if (const std::string why = rejection_difference(t, got, ref); !why.empty())
+        RC_FAIL(counterexample.record(c, "error_mismatch", pair, why));
+      if (ref.rejected()) {
+        RC_TAG("rejected:" + ref.reject_class);
+        ++rejected;
+        return;
+      }
+      ++compared;
+      if (any_nonzero(*ref.outputs)) ++nonzero;
+      const Comparison cmp = compare_outputs(*got.outputs, *ref.outputs);
+      if (t.bounded() && cmp.verdict == Verdict::kBitMismatch) {
+        // The shared classification (corpus/differential.h) judges both sides against the bound.
+        const corpus::DiffResult r = corpus::classify(registry(), c, pair, got, ref);
+        if (r.verdict != corpus::DiffVerdict::kAgree) RC_FAIL(counterexample.record(c, r.kind, pair, r.message));
+        RC_CLASSIFY(true, "bits differ, within the error bound");
+        ++within_bound;
+        return;
+      }
+      if (cmp.verdict == Verdict::kShapeMismatch || (cmp.verdict != Verdict::kIdentical && !t.order_of_arrival()))
+        RC_FAIL(counterexample.record(c, std::string(verdict_name(cmp.verdict)), pair,
+                                      format_comparison(cmp, t.title(), t.backend(), t.ref())));
+      RC_CLASSIFY(cmp.verdict != Verdict::kIdentical, "added in another order than the reference's");
+      if (cmp.verdict != Verdict::kIdentical) ++arrival_differences;
+    });
   });
-  EXPECT_TRUE(ok) << counterexample.report();
+  EXPECT_TRUE(ok) << with_cut_note(counterexample.report(), shrink);
   RecordProperty("arrival_order_differences", static_cast<int>(arrival_differences));
   RecordProperty("within_bound", static_cast<int>(within_bound));
   // A run that only compared zeros, or only rejections, proves nothing.
@@ -225,30 +234,34 @@ TEST_P(BackendVsRef, BitIdenticalToReferenceOnGeneratedCases) {
 
 // --- determinism -------------------------------------------------------------------------------
 
-// A difference that shows only in some runs makes RapidCheck's shrinking wander (a candidate that
-// happens to agree is rejected, one that happens to differ is taken): after the first difference,
-// an order-of-arrival contract gets kArrivalShrinkRuns more runs, then every candidate passes and
-// the smallest difference seen so far is the one reported.
-constexpr int64_t kArrivalShrinkRuns = 300;
+// Every property here shrinks within the property programs' bound (props::ShrinkBound). A
+// difference that shows only in some runs makes RapidCheck's shrinking wander (a candidate that
+// happens to agree is rejected, one that happens to differ is taken): after the first difference, an
+// order-of-arrival contract gets kArrivalShrinkRuns more runs or kArrivalShrinkSeconds, then every
+// candidate passes and the smallest difference seen so far is the one reported.
+constexpr int kArrivalShrinkRuns = 300;
+constexpr double kArrivalShrinkSeconds = 15;
 
 TEST_P(BackendVsRef, Deterministic) {
   const Target& t = GetParam();
   Counterexample counterexample;
-  int64_t computed = 0, runs_since_difference = -1;
+  int64_t computed = 0;
+  props::ShrinkBound shrink;
+  if (t.order_of_arrival())
+    shrink = props::ShrinkBound(kArrivalShrinkRuns, std::min(kArrivalShrinkSeconds, props::shrink_seconds()));
   const bool ok = rc::check(t.title() + " " + t.backend() + " twice", [&] {
-    if (t.order_of_arrival() && runs_since_difference >= 0 && ++runs_since_difference > kArrivalShrinkRuns) return;
-    const Case c = *t.info().generate(t.direction);
-    const Outcome first = run_outcome(registry(), t.backend(), c);
-    if (first.rejected()) return;
-    ++computed;
-    const Outcome second = run_outcome(registry(), t.backend(), c);
-    RC_ASSERT(!second.rejected());
-    const Comparison cmp = compare_outputs(*first.outputs, *second.outputs, {.strict_nan = true});
-    if (cmp.verdict != Verdict::kIdentical) {
-      if (runs_since_difference < 0) runs_since_difference = 0;
-      RC_FAIL(counterexample.record(c, "nondeterminism", corpus::BackendPair{t.backend(), t.backend()},
-                                    format_comparison(cmp, t.title(), "first run", "second run")));
-    }
+    shrink.run_bounded([&] {
+      const Case c = *t.info().generate(t.direction);
+      const Outcome first = run_outcome(registry(), t.backend(), c);
+      if (first.rejected()) return;
+      ++computed;
+      const Outcome second = run_outcome(registry(), t.backend(), c);
+      RC_ASSERT(!second.rejected());
+      const Comparison cmp = compare_outputs(*first.outputs, *second.outputs, {.strict_nan = true});
+      if (cmp.verdict != Verdict::kIdentical)
+        RC_FAIL(counterexample.record(c, "nondeterminism", corpus::BackendPair{t.backend(), t.backend()},
+                                      format_comparison(cmp, t.title(), "first run", "second run")));
+    });
   });
   EXPECT_GT(computed, 0) << "every generated case was rejected";
   if (t.order_of_arrival() && !ok) {
@@ -258,7 +271,7 @@ TEST_P(BackendVsRef, Deterministic) {
     RecordProperty("nondeterminism", "found");
     return;
   }
-  EXPECT_TRUE(ok) << counterexample.report();
+  EXPECT_TRUE(ok) << with_cut_note(counterexample.report(), shrink);
 }
 
 // --- calls from several threads at once -------------------------------------------------------------
@@ -390,20 +403,23 @@ TEST_P(BackendVsRef, SameBitsAtEveryIlp) {
   if (t.order_of_arrival())
     GTEST_SKIP() << t.contract << " depends on the order of arrival: two runs at one ILP already differ (Deterministic)";
   Counterexample counterexample;
+  props::ShrinkBound shrink;
   const bool ok = rc::check(t.title() + " " + t.backend() + " at ILP 1, 2 and 4 against its default", [&] {
-    const Case c = *t.info().generate(t.direction);
-    const Outcome base = run_outcome(registry(), t.backend(), c);
-    if (base.rejected()) return;
-    for (int ilp : gpu::kIlpChoices) {
-      const TensorMap other = gpu::kernel_impl_at_ilp(registry(), t.op, t.contract, ilp)(c, t.contract_info());
-      const Comparison cmp = compare_outputs(other, *base.outputs, {.strict_nan = true});
-      if (cmp.verdict != Verdict::kIdentical)
-        RC_FAIL(counterexample.record(c, "nondeterminism", std::nullopt,
-                                      format_comparison(cmp, t.title(), t.backend() + "@ilp" + std::to_string(ilp),
-                                                        t.backend() + "@default")));
-    }
+    shrink.run_bounded([&] {
+      const Case c = *t.info().generate(t.direction);
+      const Outcome base = run_outcome(registry(), t.backend(), c);
+      if (base.rejected()) return;
+      for (int ilp : gpu::kIlpChoices) {
+        const TensorMap other = gpu::kernel_impl_at_ilp(registry(), t.op, t.contract, ilp)(c, t.contract_info());
+        const Comparison cmp = compare_outputs(other, *base.outputs, {.strict_nan = true});
+        if (cmp.verdict != Verdict::kIdentical)
+          RC_FAIL(counterexample.record(c, "nondeterminism", std::nullopt,
+                                        format_comparison(cmp, t.title(), t.backend() + "@ilp" + std::to_string(ilp),
+                                                          t.backend() + "@default")));
+      }
+    });
   });
-  EXPECT_TRUE(ok) << counterexample.report();
+  EXPECT_TRUE(ok) << with_cut_note(counterexample.report(), shrink);
 }
 #endif
 
