@@ -4,12 +4,9 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <map>
-#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "gpu/runtime.h"
@@ -220,24 +217,6 @@ class Product {
   cublasLtMatmulHeuristicResult_t heuristic_{};
 };
 
-// The calling thread's products by device and shape, kept: a product's descriptors and the
-// heuristic's algorithm are made on its first use and reused after (the heuristic answers the same
-// descriptors with the same algorithm), so that a small case's product costs no descriptor and no
-// heuristic query. Each thread keeps its own (descriptors are not shared between threads); at most
-// kKeptProducts shapes, all dropped when a new shape would pass it.
-constexpr size_t kKeptProducts = 256;
-
-Product& thread_product(Lt& lt, int64_t M, int64_t K, int64_t N) {
-  thread_local std::map<std::tuple<int, int64_t, int64_t, int64_t>, std::unique_ptr<Product>> kept;
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), "gemm cublas: cudaGetDevice");
-  const auto key = std::make_tuple(device, M, K, N);
-  if (const auto it = kept.find(key); it != kept.end()) return *it->second;
-  if (kept.size() >= kKeptProducts) kept.clear();
-  auto made = std::make_unique<Product>(lt, M, K, N);
-  return *kept.emplace(key, std::move(made)).first->second;
-}
-
 }  // namespace
 
 void launch_gemm_cublas(const Gemm& g) {
@@ -249,7 +228,8 @@ void launch_gemm_cublas(const Gemm& g) {
     check_cuda(cudaMemsetAsync(g.out, 0, static_cast<size_t>(g.M * g.N) * 2, stream), "gemm cublas: K = 0");
     return;
   }
-  thread_product(library(), g.M, g.K, g.N).run(g.a, g.b, g.out, stream);
+  Product product(library(), g.M, g.K, g.N);
+  product.run(g.a, g.b, g.out, stream);
   check_launch("gemm cublas", g.stream);
 }
 

@@ -411,7 +411,6 @@ constexpr int kLayersPerBlock = kThreads / kWarp;  // one warp a layer
 
 struct ExpertBiasStep {
   int64_t layers, experts;
-  bool step;  // false: both buffers copied as they are (megatron_aligned)
   float inv_experts, rate;
   const float* counts;  // [layers, experts]
   const float* bias;
@@ -422,21 +421,13 @@ struct ExpertBiasStep {
 // core_r0.13's get_updated_expert_bias and the counts' zero_(), one warp a layer, the warps
 // walking layers w, w + W, ... : the lanes' strided partial sums, then a butterfly across the
 // warp (whole counts below 2^24: every partial sum exact, so the order is free), then each lane's
-// experts stepped by sign(average - count) * rate. Without `step`, both buffers copied bit for bit
-// in one launch (where two copies would take two).
+// experts stepped by sign(average - count) * rate.
 __global__ void __launch_bounds__(kThreads) expert_bias_kernel(ExpertBiasStep p) {
   const int64_t E = p.experts;
   const int64_t lane = threadIdx.x % kWarp;
   const int64_t warps = int64_t{gridDim.x} * kLayersPerBlock;
   for (int64_t l = int64_t{blockIdx.x} * kLayersPerBlock + threadIdx.x / kWarp; l < p.layers; l += warps) {
     const int64_t row = l * E;
-    if (!p.step) {
-      for (int64_t e = lane; e < E; e += kWarp) {
-        p.bias_out[row + e] = p.bias[row + e];
-        p.counts_out[row + e] = p.counts[row + e];
-      }
-      continue;
-    }
     float sum = 0.0f;
     for (int64_t e = lane; e < E; e += kWarp) sum = __fadd_rn(sum, p.counts[row + e]);
 #pragma unroll
@@ -456,7 +447,6 @@ void launch_expert_bias_step(const GradFinalize& args) {
   ExpertBiasStep p;
   p.layers = args.layers;
   p.experts = args.experts;
-  p.step = args.update_bias;
   p.inv_experts = args.inv_experts;
   p.rate = args.rate;
   p.counts = static_cast<const float*>(args.tokens_per_expert);
@@ -495,8 +485,12 @@ void launch_grad_finalize(const GradFinalize& args) {
     else
       copy_bits(args.main_grad_out, args.main_grad, args.n * kF32, args.stream, "grad_finalize: main_grad copy");
   }
-  if (args.layers * args.experts == 0) return;
-  launch_expert_bias_step(args);  // stepped (r0.13) or copied (aligned)
+  const int64_t cells = args.layers * args.experts;
+  if (cells == 0) return;
+  if (args.update_bias) return launch_expert_bias_step(args);
+  copy_bits(args.tokens_per_expert_out, args.tokens_per_expert, cells * kF32, args.stream,
+            "grad_finalize: tokens_per_expert copy");
+  copy_bits(args.expert_bias_out, args.expert_bias, cells * kF32, args.stream, "grad_finalize: expert_bias copy");
 }
 
 }  // namespace bitparity::gpu
