@@ -86,15 +86,14 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
     chain->used += aligned_bytes(bytes);
     return chain->owned[name] = {dtype, std::move(shape), bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(at, bytes)};
   };
-  // `t` with zero rows to Mp, its rows copied in the launch; `t` itself where no row is added. The
-  // added rows are zero from the bind on (the workspace is zeroed below, a separate buffer is
-  // allocated zeroed) and nothing writes them, so a launch run again finds them zero too.
+  // `t` with zero rows to Mp, filled in the launch; `t` itself where no row is added.
   auto padded = [&](const std::string& name, const DeviceTensor& t) -> const DeviceTensor& {
     if (Mp == M) return chain->owned[name] = view_of(t);
     Shape shape = t.shape;
     shape.at(0) = Mp;
     const DeviceTensor& p = own(name, t.dtype, shape);
-    chain->steps.push_back([dst = p.data(), src = t.data(), used = t.nbytes(), stream] {
+    chain->steps.push_back([dst = p.data(), bytes = p.nbytes(), src = t.data(), used = t.nbytes(), stream] {
+      zero_async(dst, bytes, stream);
       copy_async(dst, src, used, stream);
     });
     return p;
