@@ -152,6 +152,8 @@ void ShrinkBound::run_bounded(const std::function<void()>& run, const std::funct
   } catch (const rc::detail::CaseResult& result) {
     if (result.type == rc::detail::CaseResult::Type::Failure) failed();
     throw;
+  } catch (const rc::GenerationFailure&) {
+    throw;  // a generator that gave up: RapidCheck discards the run
   } catch (...) {
     failed();
     throw;

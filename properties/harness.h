@@ -99,7 +99,8 @@ class ShrinkBound {
   ShrinkBound(int runs, double seconds) : runs_(runs), seconds_(seconds) {}
 
   // Runs `run` unless the bound is passed; a failure of it (an exception other than RapidCheck's
-  // success or discard) calls `on_failure`, starts the clock at the first, and propagates.
+  // success or discard, or a generator's rc::GenerationFailure, which RapidCheck also discards)
+  // calls `on_failure`, starts the clock at the first, and propagates.
   void run_bounded(const std::function<void()>& run, const std::function<void()>& on_failure = {});
   bool cut() const { return cut_; }
   // "" while not cut; otherwise a line saying where the bound stopped shrinking.

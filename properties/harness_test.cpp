@@ -59,31 +59,38 @@ TEST(HarnessTest, AShrinkBoundStopsRunsAfterItsRunsPastTheFirstFailure) {
 }
 
 TEST(HarnessTest, AShrinkBoundStopsRunsAfterItsSeconds) {
-  ShrinkBound bound(1000000, 0.05);
+  ShrinkBound bound(1000000, 0.5);
   int ran = 0;
   auto fail = [&] {
     ++ran;
     RC_FAIL("fails");
   };
   EXPECT_THROW(bound.run_bounded(fail), rc::detail::CaseResult);
-  EXPECT_THROW(bound.run_bounded(fail), rc::detail::CaseResult);  // within the 50 ms
-  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  EXPECT_THROW(bound.run_bounded(fail), rc::detail::CaseResult);  // at once: within the 0.5 s
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
   bound.run_bounded(fail);
   EXPECT_EQ(ran, 2);
   EXPECT_TRUE(bound.cut());
 }
 
-// A discarded run (RC_DISCARD) is no failure: it starts no clock.
+// A discarded run (RC_DISCARD) and a generator that gave up (rc::GenerationFailure) are no
+// failures: neither starts the clock, so a bound of 0 runs still lets every later run go ahead.
 TEST(HarnessTest, AShrinkBoundCountsNoDiscardAsAFailure) {
   ShrinkBound bound(0, 1e9);
   int ran = 0;
-  for (int i = 0; i < 3; ++i)
+  for (int i = 0; i < 3; ++i) {
     EXPECT_THROW(bound.run_bounded([&] {
       ++ran;
       RC_DISCARD("not this one");
     }),
                  rc::detail::CaseResult);
-  EXPECT_EQ(ran, 3);
+    EXPECT_THROW(bound.run_bounded([&] {
+      ++ran;
+      throw rc::GenerationFailure("the generator gave up");
+    }),
+                 rc::GenerationFailure);
+  }
+  EXPECT_EQ(ran, 6);
   EXPECT_FALSE(bound.cut());
 }
 

@@ -7,7 +7,7 @@
 // result depends on the order in which atomic additions arrive (ContractInfo::order_of_arrival: the
 // unaligned baselines) is held to the reference's bits only where its run happens to add in the
 // reference's order: a difference there is counted and shown, and the determinism tests report
-// where two runs differ as the expected nondeterminism ("[ ARRIVAL  ]" lines), minimized, instead
+// where two runs differ as the expected nondeterminism ("[ ARRIVAL  ]" lines), shrunk, instead
 // of failing; shapes, rejections and error classes are still held exactly. A backend kind that
 // cannot run here (no CUDA device) skips with its reason. The reference emulates libdevice's expf
 // (spec rule 12), so fp32 outputs are held to exact bits like bf16 ones.
@@ -266,8 +266,8 @@ TEST_P(BackendVsRef, Deterministic) {
   EXPECT_GT(computed, 0) << "every generated case was rejected";
   if (t.order_of_arrival() && !ok) {
     // The contract's atomics: two runs differing is what the determinism property exists to show.
-    std::printf("[ ARRIVAL  ] %s %s: two runs differ (order of arrival), minimized:\n%s\n", t.title().c_str(),
-                t.backend().c_str(), counterexample.report("  ").c_str());
+    std::printf("[ ARRIVAL  ] %s %s: two runs differ (order of arrival), shrunk:\n%s\n", t.title().c_str(),
+                t.backend().c_str(), with_cut_note(counterexample.report("  "), shrink).c_str());
     RecordProperty("nondeterminism", "found");
     return;
   }
