@@ -11,6 +11,10 @@
 //                  them), on 1 thread and on as many threads as the machine has cores (threads:N):
 //                  `cases` is differential cases per second of the whole process. Skipped where no
 //                  such kind is available (no GPU).
+//   Side/OP/DIR/B  one backend B of the op (every implementation the registry has, references
+//                  included) on the small cases, one thread: `cases` is that side's runs per second,
+//                  what each side adds to a Device/ or Small/ case. Skipped where B's kind is not
+//                  available here.
 //
 // Every op of the registry is benchmarked; none is named here.
 #include <benchmark/benchmark.h>
@@ -132,6 +136,27 @@ void run_device(benchmark::State& state, const OpInfo* op, Direction d) {
   state.counters["elements"] = benchmark::Counter(static_cast<double>(elements), benchmark::Counter::kIsRate);
 }
 
+// One backend on the small cases, alone: where a differential case's time goes.
+void run_side(benchmark::State& state, const OpInfo* op, Direction d, std::string backend) {
+  const bitparity::BackendKind* kind =
+      bitparity::harness_registry().backend(bitparity::split_backend_name(backend).first);
+  if (kind && kind->unavailable_reason) {
+    if (const std::optional<std::string> why = kind->unavailable_reason()) {
+      state.SkipWithError(("not available here: " + *why).c_str());
+      return;
+    }
+  }
+  const std::vector<Case> pool = small_cases(*op, d);
+  if (pool.empty()) {
+    state.SkipWithError("the generator drew no case of <= 256 elements");
+    return;
+  }
+  const CaseRunner runner(bitparity::harness_registry(), {});
+  size_t next = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(runner.run_side(backend, pool[next++ % pool.size()]));
+  state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // The op's first reference input that is not for benchmarks only, cut to kLargeRows rows where the
 // op is row-wise; nullopt when it has none.
 std::optional<bitparity::ReferenceInput> large_input(const OpInfo& op, Direction d) {
@@ -170,7 +195,7 @@ void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
 }
 
 // Every op and direction of the registry: the small cases first, then the large ones, then the
-// small ones through the device pairs.
+// small ones through the device pairs, then each side alone.
 void register_all() {
   for (const bool large : {false, true})
     for (const OpInfo& op : bitparity::harness_registry().ops()) {
@@ -193,6 +218,14 @@ void register_all() {
       auto* b = benchmark::RegisterBenchmark(name.c_str(), run_device, &op, d)->UseRealTime()->Threads(1);
       if (cores > 1) b->Threads(cores);
     }
+  }
+  for (const OpInfo& op : bitparity::harness_registry().ops()) {
+    if (!op.generate) continue;
+    for (const auto& [d, specs] : op.inputs)
+      for (const std::string& backend : bitparity::harness_registry().impls_of(op.name)) {
+        const std::string name = "Side/" + op.name + "/" + std::string(bitparity::direction_name(d)) + "/" + backend;
+        benchmark::RegisterBenchmark(name.c_str(), run_side, &op, d, backend)->UseRealTime();
+      }
   }
 }
 
