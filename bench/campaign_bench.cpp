@@ -34,6 +34,7 @@
 #include "campaign/case_runner.h"
 #include "core/registry.h"
 #include "corpus/differential.h"
+#include "properties/harness.h"
 #include "properties/rows.h"
 
 namespace {
@@ -138,13 +139,9 @@ void run_device(benchmark::State& state, const OpInfo* op, Direction d) {
 
 // One backend on the small cases, alone: where a differential case's time goes.
 void run_side(benchmark::State& state, const OpInfo* op, Direction d, std::string backend) {
-  const bitparity::BackendKind* kind =
-      bitparity::harness_registry().backend(bitparity::split_backend_name(backend).first);
-  if (kind && kind->unavailable_reason) {
-    if (const std::optional<std::string> why = kind->unavailable_reason()) {
-      state.SkipWithError(("not available here: " + *why).c_str());
-      return;
-    }
+  if (const std::optional<std::string> why = bitparity::props::unavailable(backend)) {
+    state.SkipWithError(("not available here: " + *why).c_str());
+    return;
   }
   const std::vector<Case> pool = small_cases(*op, d);
   if (pool.empty()) {
