@@ -624,7 +624,9 @@ TEST_F(CampaignTest, BackendsOtherThanTheReferenceRunOneCallAtATime) {
 
 // A pool of N workers (`--devices N`) takes N calls at once, and never more.
 TEST_F(CampaignTest, AKindOfNWorkersRunsNCallsAtOnce) {
-  EXPECT_EQ(most_overlapping_calls(registry, 2, options(fresh_dir("pool_of_two"))), 2);
+  const fs::path dir = fresh_dir("pool_of_two");
+  EXPECT_EQ(most_overlapping_calls(registry, 2, options(dir)), 2);
+  fs::remove_all(dir);
 }
 
 // A shrink is bounded in time as well as in calls: with no time at all the finding is kept as found.
