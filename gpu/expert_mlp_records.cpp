@@ -1,12 +1,14 @@
 // The kernel records of expert_mlp: each contract's chain (ops/expert_mlp.h: its gemm contract and
 // its activation contract) bound on the device from the other records, so that no arithmetic is
 // written twice. The bind takes the chain's intermediates from one workspace (launch_workspace:
-// the thread's own for a small case, zeroed as allocate's buffers were), binds each stage record on views of
-// them, and returns one launch that pads (0 < M < 17 rows to 32, zero rows and zero probs), runs the
-// stages in order on one stream, transposes where the backward's GEMMs need it, and copies the
-// first M rows back. Host code.
+// the thread's own for a small case), binds each stage record on views of them, and returns one
+// launch that starts with one launch of moves (the inputs padded from 0 < M < 17 rows to 32 with
+// zero rows and zero probs, the transposes of the inputs the backward's GEMMs need and, the first
+// time, a zero fill of every intermediate the stages write), runs the stages in order on one stream, and ends with one launch of moves that copies
+// the first M rows back. Host code.
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -34,11 +36,14 @@ struct Stage {
 };
 
 struct Chain {
-  std::shared_ptr<DeviceBuffer> memory;       // the intermediates' (launch_workspace), zeroed by the bind
+  std::shared_ptr<DeviceBuffer> memory;       // the intermediates' (launch_workspace)
   size_t used = 0;                            // bytes of it taken, each tensor on a 256-byte boundary
   std::map<std::string, DeviceTensor> owned;  // intermediates and padded copies: views of `memory`
   std::vector<std::unique_ptr<Stage>> stages;
-  std::vector<BoundLaunch> steps;
+  std::vector<Move> first, last;              // the moves before the first stage and after the last
+  std::vector<Move> zeros;                    // the stages' intermediates, zeroed before the first launch's stages
+  bool zeroed = false;                        // whether a launch has run `zeros`
+  std::vector<BoundLaunch> steps;             // the stages and the moves between them, in order
 };
 
 // Bytes enough for every intermediate bind_expert_mlp may own (bf16 unless named): x_pad, out_pad,
@@ -77,32 +82,58 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
   const bool separate = buffer_mode() == BufferMode::kSeparate;
   chain->memory = separate ? std::make_shared<DeviceBuffer>() : launch_workspace(chain_bytes(Mp, H, F), stream);
 
-  auto own = [&](const std::string& name, DType dtype, Shape shape) -> const DeviceTensor& {
-    if (separate) return chain->owned[name] = allocate({std::move(shape), dtype}, 0);
-    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-    if (chain->used + bytes > chain->memory->bytes())
-      throw std::logic_error("expert_mlp's chain: intermediate " + name + " past chain_bytes");
-    auto* at = static_cast<unsigned char*>(chain->memory->get()) + chain->used;
-    chain->used += aligned_bytes(bytes);
-    return chain->owned[name] = {dtype, std::move(shape), bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(at, bytes)};
+  // An intermediate of the chain: filled by the move `fill` before the first stage in every launch,
+  // or, without one, zeroed once before the first launch's first stage, as allocate's buffers are
+  // (the stages write it whole).
+  auto own = [&](const std::string& name, DType dtype, Shape shape, std::optional<Move> fill = std::nullopt) -> const DeviceTensor& {
+    DeviceTensor t;
+    if (separate) {
+      t = allocate({std::move(shape), dtype}, 0);
+    } else {
+      const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+      if (chain->used + bytes > chain->memory->bytes())
+        throw std::logic_error("expert_mlp's chain: intermediate " + name + " past chain_bytes");
+      auto* at = static_cast<unsigned char*>(chain->memory->get()) + chain->used;
+      chain->used += aligned_bytes(bytes);
+      t = {dtype, std::move(shape), bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(at, bytes)};
+    }
+    Move m = fill.value_or(Move{});
+    m.dst = t.data();
+    if (!fill) m.dst_bytes = t.nbytes();
+    (fill ? chain->first : chain->zeros).push_back(m);
+    return chain->owned[name] = std::move(t);
   };
-  // `t` with zero rows to Mp, filled in the launch; `t` itself where no row is added.
+  // The input `t` with zero rows to Mp; `t` itself where no row is added.
   auto padded = [&](const std::string& name, const DeviceTensor& t) -> const DeviceTensor& {
     if (Mp == M) return chain->owned[name] = view_of(t);
     Shape shape = t.shape;
     shape.at(0) = Mp;
-    const DeviceTensor& p = own(name, t.dtype, shape);
-    chain->steps.push_back([dst = p.data(), bytes = p.nbytes(), src = t.data(), used = t.nbytes(), stream] {
-      zero_async(dst, bytes, stream);
-      copy_async(dst, src, used, stream);
-    });
-    return p;
+    Move m;
+    m.src = t.data();
+    m.src_bytes = t.nbytes();
+    m.dst_bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(t.dtype);
+    return own(name, t.dtype, std::move(shape), m);
   };
+  // The input `t` [rows, cols] transposed, with zero columns to `ld` (its rows where not given).
+  auto transposed_input = [&](const std::string& name, const DeviceTensor& t, int64_t ld = -1) -> const DeviceTensor& {
+    Move m;
+    m.kind = Move::kTranspose;
+    m.src = t.data();
+    m.rows = t.shape.at(0);
+    m.cols = t.shape.at(1);
+    m.ld = ld < 0 ? m.rows : ld;
+    return own(name, t.dtype, {m.cols, m.ld}, m);
+  };
+  // An intermediate transposed between the stages that write and read it.
   auto transposed = [&](const std::string& name, const DeviceTensor& t) -> const DeviceTensor& {
     const DeviceTensor& out = own(name, t.dtype, {t.shape.at(1), t.shape.at(0)});
-    chain->steps.push_back([src = t.data(), rows = t.shape.at(0), cols = t.shape.at(1), dst = out.data(), stream] {
-      launch_transpose16(src, rows, cols, dst, stream);
-    });
+    Move m;
+    m.kind = Move::kTranspose;
+    m.src = t.data();
+    m.dst = out.data();
+    m.rows = m.ld = t.shape.at(0);
+    m.cols = t.shape.at(1);
+    chain->steps.push_back([m, stream] { launch_moves({m}, stream); });
     return out;
   };
   auto stage = [&](const KernelRecord& record, const ContractInfo& contract, Direction direction, const Attrs& attrs,
@@ -122,9 +153,11 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
   auto slice_into = [&](const std::string& name, const DeviceTensor& whole) {
     const DeviceTensor& out = required(k.outputs, name);
     if (out.data() == whole.data()) return;
-    chain->steps.push_back([dst = out.data(), src = whole.data(), bytes = out.nbytes(), stream] {
-      copy_async(dst, src, bytes, stream);
-    });
+    Move m;
+    m.src = whole.data();
+    m.dst = out.data();
+    m.src_bytes = m.dst_bytes = out.nbytes();
+    chain->last.push_back(m);
   };
   // The output `name` itself where it has Mp rows, else a buffer of Mp rows to slice it from.
   auto rows_out = [&](const std::string& name, const std::string& buffer, DType dtype, Shape shape) -> const DeviceTensor& {
@@ -141,6 +174,15 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
     stage(gemm, gemm_contract, Direction::kForward, {}, {{"a", &a}, {"b", &b}}, {{"out", &out}});
   };
 
+  // Before the first stage: one launch of the moves in `first` (and, the first time, `zeros`), made
+  // as the chain grows.
+  chain->steps.push_back([c = chain.get(), stream] {
+    if (c->zeroed) return launch_moves(c->first, stream);
+    std::vector<Move> all = c->first;
+    all.insert(all.end(), c->zeros.begin(), c->zeros.end());
+    launch_moves(all, stream);
+    c->zeroed = true;
+  });
   const DeviceTensor& xp = padded("x_pad", x);
   const DeviceTensor* pp = probs ? &padded("probs_pad", *probs) : nullptr;
   const DeviceTensor& h = own("h", DType::kBF16, {Mp, 2 * F});
@@ -157,7 +199,7 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
   } else {
     const DeviceTensor& dp = padded("d_out_pad", required(k.inputs, "d_out"));
     const DeviceTensor& d_act = own("d_act", DType::kBF16, {Mp, F});
-    matmul(dp, transposed("w2_t", w2), d_act);
+    matmul(dp, transposed_input("w2_t", w2), d_act);
     matmul(transposed("act_t", a), dp, required(k.outputs, "d_w2"));
     const DeviceTensor& d_h = own("d_h", DType::kBF16, {Mp, 2 * F});
     act_in.emplace_back("g", &d_act);
@@ -166,17 +208,14 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
     if (d_scale) act_out.emplace_back("d_scale", d_scale);
     stage(act, act_contract, Direction::kBackward, k.c.attrs, act_in, act_out);
     const DeviceTensor& d_x = rows_out("d_x", "d_x_pad", DType::kBF16, {Mp, H});
-    matmul(d_h, transposed("w1_t", w1), d_x);
+    matmul(d_h, transposed_input("w1_t", w1), d_x);
     slice_into("d_x", d_x);
-    matmul(transposed("x_t", xp), d_h, required(k.outputs, "d_w1"));
-    if (d_scale) {
-      const DeviceTensor& d_probs = required(k.outputs, "d_probs");
-      chain->steps.push_back([dst = d_probs.data(), src = d_scale->data(), bytes = d_probs.nbytes(), stream] {
-        copy_async(dst, src, bytes, stream);
-      });
-    }
+    matmul(transposed_input("x_t", x, Mp), d_h, required(k.outputs, "d_w1"));
+    if (d_scale) slice_into("d_probs", *d_scale);
   }
-  zero_async(chain->memory->get(), chain->used, stream);  // before any launch, as allocate's fill
+  if (chain->first.size() + chain->zeros.size() > kMaxMoves || chain->last.size() > kMaxMoves)
+    throw std::logic_error("expert_mlp's chain: more moves than one launch takes");
+  chain->steps.push_back([c = chain.get(), stream] { launch_moves(c->last, stream); });
   return [chain] {
     for (const BoundLaunch& step : chain->steps) step();
   };

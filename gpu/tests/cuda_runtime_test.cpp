@@ -14,6 +14,7 @@
 #include "core/outcome.h"
 #include "core/registry.h"
 #include "gpu/common/device_tensor.h"
+#include "gpu/expert_mlp_kernels.h"
 #include "gpu/register.h"
 #include "gpu/runtime.h"
 #include "gpu/tests/fast_math_check.h"
@@ -135,6 +136,77 @@ std::vector<uint8_t> bytes_of(const DeviceTensor& d) {
   std::vector<uint8_t> out(d.nbytes());
   d.buffer.download(out.data(), out.size());
   return out;
+}
+
+// launch_moves, against the same moves made on the host: copies with zero tails and zero fills at
+// every byte alignment of source and destination (the vector and the byte paths), transposes with
+// and without zero-padded columns at sizes on and off the 32 x 32 tile, all of them in one launch;
+// the bytes around each destination are untouched.
+TEST(ExpertMlpMoves, OneLaunchMovesWhatTheHostMoves) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  constexpr size_t kSlot = 1 << 16;  // each move's source and destination range in the buffers
+  std::vector<Move> moves;
+  struct Expect { size_t at; std::vector<uint8_t> bytes; };
+  std::vector<Expect> expect;
+  std::vector<uint8_t> src_host(kMaxMoves * kSlot), dst_host(kMaxMoves * kSlot, 0xA5);
+  for (size_t i = 0; i < src_host.size(); ++i) src_host[i] = static_cast<uint8_t>(i * 131 + (i >> 8));
+  DeviceBuffer src(src_host.size()), dst(dst_host.size());
+  src.upload(src_host.data(), src_host.size());
+  dst.upload(dst_host.data(), dst_host.size());
+  auto* s0 = static_cast<uint8_t*>(src.get());
+  auto* d0 = static_cast<uint8_t*>(dst.get());
+  // Copies: (source offset, destination offset, source bytes, destination bytes).
+  const size_t copies[][4] = {{0, 0, 4096, 4096},  {0, 0, 100, 4100}, {3, 0, 33, 50},  {0, 5, 64, 80},
+                              {7, 9, 1000, 1003}, {16, 32, 0, 77},   {0, 1, 0, 4096}, {2, 2, 3000, 40000}};
+  for (const auto& c : copies) {
+    const size_t slot = moves.size() * kSlot;
+    Move m;
+    m.src = c[2] ? s0 + slot + c[0] : nullptr;
+    m.dst = d0 + slot + c[1];
+    m.src_bytes = c[2];
+    m.dst_bytes = c[3];
+    moves.push_back(m);
+    std::vector<uint8_t> want(c[3], 0);
+    std::copy_n(src_host.begin() + static_cast<std::ptrdiff_t>(slot + c[0]), c[2], want.begin());
+    expect.push_back({slot + c[1], want});
+  }
+  // Transposes: (rows, cols, ld) of 16-bit elements.
+  const int64_t transposes[][3] = {{1, 1, 1}, {5, 3, 32}, {32, 32, 32}, {33, 65, 40}, {17, 100, 17}, {64, 7, 96}};
+  for (const auto& t : transposes) {
+    const size_t slot = moves.size() * kSlot;
+    Move m;
+    m.kind = Move::kTranspose;
+    m.src = s0 + slot;
+    m.dst = d0 + slot;
+    m.rows = t[0];
+    m.cols = t[1];
+    m.ld = t[2];
+    moves.push_back(m);
+    std::vector<uint8_t> want(static_cast<size_t>(t[1] * t[2]) * 2, 0);
+    for (int64_t r = 0; r < t[0]; ++r)
+      for (int64_t c = 0; c < t[1]; ++c)
+        std::memcpy(&want[static_cast<size_t>(c * t[2] + r) * 2], &src_host[slot + static_cast<size_t>(r * t[1] + c) * 2], 2);
+    expect.push_back({slot, want});
+  }
+  ASSERT_LE(moves.size(), kMaxMoves);
+  launch_moves(moves, nullptr);
+  std::vector<uint8_t> got(dst_host.size());
+  dst.download(got.data(), got.size());
+  std::vector<uint8_t> want = dst_host;
+  for (const Expect& e : expect) std::copy(e.bytes.begin(), e.bytes.end(), want.begin() + static_cast<std::ptrdiff_t>(e.at));
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) {
+      ADD_FAILURE() << "byte " << i << " of move " << i / kSlot << " (offset " << i % kSlot << "): got "
+                    << int{got[i]} << ", expected " << int{want[i]};
+      break;
+    }
+  EXPECT_THROW(launch_moves(std::vector<Move>(kMaxMoves + 1), nullptr), std::invalid_argument);
+  Move narrow;
+  narrow.kind = Move::kTranspose;
+  narrow.rows = 4;
+  narrow.cols = 4;
+  narrow.ld = 3;
+  EXPECT_THROW(launch_moves({narrow}, nullptr), std::invalid_argument);
 }
 
 // A small case's tensors share the thread's arena, each on its own 256-byte-aligned range that no
