@@ -1,7 +1,8 @@
 // expert_mlp's data movement (gpu/expert_mlp_kernels.h): a list of moves in one launch. Each block
-// serves one move: a copy or zero fill in 16-byte pieces of the destination (whole pieces as
-// vectors where both sides are 16-byte aligned, the rest a byte at a time), or one 32 x 32 tile
-// of a transpose through shared memory (the tile padded by one element against bank conflicts).
+// serves one move: 4 KB of a copy or zero fill, in 16-byte pieces of the destination (whole pieces
+// as vectors where both sides are 16-byte aligned, the rest a byte at a time), or a 32 x 32 tile of
+// a transpose through shared memory (the tile padded by one element against bank conflicts); past
+// kMaxBlocksPerMove blocks a move's blocks take several ranges or tiles each.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -65,7 +66,10 @@ __device__ void transpose_tile(const DeviceMove& mv, int64_t tile, uint16_t (*sm
   __syncthreads();  // the tile is read before the next pass overwrites it
 }
 
-__global__ void __launch_bounds__(kThreads) moves_kernel(const MoveList list) {
+// The list is read in place from the kernel's parameter space (__grid_constant__): a move is picked
+// by an index only known at run time, which would otherwise copy the list into each thread's
+// local memory.
+__global__ void __launch_bounds__(kThreads) moves_kernel(const __grid_constant__ MoveList list) {
   __shared__ uint16_t smem[kTile][kTile + 1];
   int i = 0;
   while (i + 1 < list.count && static_cast<int64_t>(blockIdx.x) >= list.m[i + 1].first_block) ++i;

@@ -30,7 +30,7 @@ constexpr size_t kMaxMoves = 16;
 
 // Every move of `moves` in one kernel launch on `stream` (a cudaStream_t; nullptr: the calling
 // thread's default stream); nothing launched when no move has bytes to write. Throws
-// std::invalid_argument past kMaxMoves or for ld < rows.
+// std::invalid_argument past kMaxMoves, for a transpose's ld < rows or a copy's src_bytes > dst_bytes.
 void launch_moves(const std::vector<Move>& moves, void* stream);
 
 }  // namespace bitparity::gpu

@@ -2,10 +2,11 @@
 // its activation contract) bound on the device from the other records, so that no arithmetic is
 // written twice. The bind takes the chain's intermediates from one workspace (launch_workspace:
 // the thread's own for a small case), binds each stage record on views of them, and returns one
-// launch that starts with one launch of moves (the inputs padded from 0 < M < 17 rows to 32 with
-// zero rows and zero probs, the transposes of the inputs the backward's GEMMs need and, the first
-// time, a zero fill of every intermediate the stages write), runs the stages in order on one stream, and ends with one launch of moves that copies
-// the first M rows back. Host code.
+// launch. It starts with one kernel launch of moves (gpu/expert_mlp_kernels.h): the inputs padded
+// from 0 < M < 17 rows to 32 with zero rows and zero probs, the transposes of the inputs that the
+// backward's GEMMs need and, the first time, a zero fill of every intermediate the stages write.
+// Then the stages run in order on one stream, with the transpose of the activation between them
+// in the backward, and one launch of moves copies the first M rows back. Host code.
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,7 +39,8 @@ struct Stage {
 struct Chain {
   std::shared_ptr<DeviceBuffer> memory;       // the intermediates' (launch_workspace)
   size_t used = 0;                            // bytes of it taken, each tensor on a 256-byte boundary
-  std::map<std::string, DeviceTensor> owned;  // intermediates and padded copies: views of `memory`
+  // Intermediates and padded copies: views of `memory` (allocations of their own under separate buffers).
+  std::map<std::string, DeviceTensor> owned;
   std::vector<std::unique_ptr<Stage>> stages;
   std::vector<Move> first, last;              // the moves before the first stage and after the last
   std::vector<Move> zeros;                    // the stages' intermediates, zeroed before the first launch's stages
@@ -47,7 +49,7 @@ struct Chain {
 };
 
 // Bytes enough for every intermediate bind_expert_mlp may own (bf16 unless named): x_pad, out_pad,
-// d_out_pad, d_x_pad and x_t of Mp x H; h and d_h of Mp x 2F; act, d_act and act_t of Mp x F; w2_t
+// d_out_pad and d_x_pad of Mp x H, x_t of H x Mp; h and d_h of Mp x 2F; act, d_act and act_t of Mp x F; w2_t
 // of F x H and w1_t of 2F x H; probs_pad and d_scale of Mp fp32. One workspace for all of them, so
 // that a small case costs no allocation a tensor.
 size_t chain_bytes(int64_t Mp, int64_t H, int64_t F) {
@@ -85,7 +87,8 @@ BoundLaunch bind_expert_mlp(const KernelArgs& k, const ops::ExpertComposition& c
   // An intermediate of the chain: filled by the move `fill` before the first stage in every launch,
   // or, without one, zeroed once before the first launch's first stage, as allocate's buffers are
   // (the stages write it whole).
-  auto own = [&](const std::string& name, DType dtype, Shape shape, std::optional<Move> fill = std::nullopt) -> const DeviceTensor& {
+  auto own = [&](const std::string& name, DType dtype, Shape shape,
+                 std::optional<Move> fill = std::nullopt) -> const DeviceTensor& {
     DeviceTensor t;
     if (separate) {
       t = allocate({std::move(shape), dtype}, 0);

@@ -139,9 +139,9 @@ std::vector<uint8_t> bytes_of(const DeviceTensor& d) {
 }
 
 // launch_moves, against the same moves made on the host: copies with zero tails and zero fills at
-// every byte alignment of source and destination (the vector and the byte paths), transposes with
-// and without zero-padded columns at sizes on and off the 32 x 32 tile, all of them in one launch;
-// the bytes around each destination are untouched.
+// aligned and unaligned sources and destinations (the vector and the byte paths), transposes with
+// and without zero-padded columns at sizes on and off the 32 x 32 tile, moves with nothing to write
+// between them, all in one launch; the bytes around each destination are untouched.
 TEST(ExpertMlpMoves, OneLaunchMovesWhatTheHostMoves) {
   if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
   constexpr size_t kSlot = 1 << 16;  // each move's source and destination range in the buffers
@@ -156,8 +156,9 @@ TEST(ExpertMlpMoves, OneLaunchMovesWhatTheHostMoves) {
   auto* s0 = static_cast<uint8_t*>(src.get());
   auto* d0 = static_cast<uint8_t*>(dst.get());
   // Copies: (source offset, destination offset, source bytes, destination bytes).
-  const size_t copies[][4] = {{0, 0, 4096, 4096},  {0, 0, 100, 4100}, {3, 0, 33, 50},  {0, 5, 64, 80},
-                              {7, 9, 1000, 1003}, {16, 32, 0, 77},   {0, 1, 0, 4096}, {2, 2, 3000, 40000}};
+  const size_t copies[][4] = {{0, 0, 4096, 4096}, {0, 0, 100, 4100}, {3, 0, 33, 50},  {0, 5, 64, 80},
+                              {0, 0, 0, 0},       {7, 9, 1000, 1003}, {16, 32, 0, 77}, {0, 1, 0, 4096},
+                              {2, 2, 3000, 40000}};
   for (const auto& c : copies) {
     const size_t slot = moves.size() * kSlot;
     Move m;
@@ -170,8 +171,8 @@ TEST(ExpertMlpMoves, OneLaunchMovesWhatTheHostMoves) {
     std::copy_n(src_host.begin() + static_cast<std::ptrdiff_t>(slot + c[0]), c[2], want.begin());
     expect.push_back({slot + c[1], want});
   }
-  // Transposes: (rows, cols, ld) of 16-bit elements.
-  const int64_t transposes[][3] = {{1, 1, 1}, {5, 3, 32}, {32, 32, 32}, {33, 65, 40}, {17, 100, 17}, {64, 7, 96}};
+  // Transposes: (rows, cols, ld) of 16-bit elements; cols 0 writes nothing.
+  const int64_t transposes[][3] = {{1, 1, 1}, {5, 3, 32}, {32, 32, 32}, {0, 0, 0}, {33, 65, 40}, {17, 100, 17}, {64, 7, 96}};
   for (const auto& t : transposes) {
     const size_t slot = moves.size() * kSlot;
     Move m;
@@ -201,12 +202,57 @@ TEST(ExpertMlpMoves, OneLaunchMovesWhatTheHostMoves) {
       break;
     }
   EXPECT_THROW(launch_moves(std::vector<Move>(kMaxMoves + 1), nullptr), std::invalid_argument);
+  Move past;
+  past.src_bytes = 2;
+  past.dst_bytes = 1;
+  EXPECT_THROW(launch_moves({past}, nullptr), std::invalid_argument);
   Move narrow;
   narrow.kind = Move::kTranspose;
   narrow.rows = 4;
   narrow.cols = 4;
   narrow.ld = 3;
   EXPECT_THROW(launch_moves({narrow}, nullptr), std::invalid_argument);
+}
+
+// Moves past kMaxBlocksPerMove (the blocks of a move take several 4 KB ranges or tiles each): a
+// copy of 9 MiB with a zero tail and a transpose of 2,209 tiles, in one launch.
+TEST(ExpertMlpMoves, MovesLargerThanTheirBlocksStrideOverThem) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  constexpr size_t kCopySrc = (size_t{9} << 20) - 1000, kCopyDst = size_t{9} << 20;
+  constexpr int64_t kRows = 1500, kCols = 1490, kLd = 1504;  // 47 x 47 tiles
+  const size_t transpose_src = static_cast<size_t>(kRows * kCols) * 2, transpose_dst = static_cast<size_t>(kCols * kLd) * 2;
+  std::vector<uint8_t> src_host(kCopySrc + transpose_src);
+  for (size_t i = 0; i < src_host.size(); ++i) src_host[i] = static_cast<uint8_t>(i * 37 + (i >> 12));
+  DeviceBuffer src(src_host.size()), dst(kCopyDst + transpose_dst);
+  src.upload(src_host.data(), src_host.size());
+  dst.fill_bytes(0x5A);
+  Move copy;
+  copy.src = src.get();
+  copy.dst = dst.get();
+  copy.src_bytes = kCopySrc;
+  copy.dst_bytes = kCopyDst;
+  Move transpose;
+  transpose.kind = Move::kTranspose;
+  transpose.src = static_cast<uint8_t*>(src.get()) + kCopySrc;
+  transpose.dst = static_cast<uint8_t*>(dst.get()) + kCopyDst;
+  transpose.rows = kRows;
+  transpose.cols = kCols;
+  transpose.ld = kLd;
+  launch_moves({copy, transpose}, nullptr);
+  std::vector<uint8_t> got(dst.bytes());
+  dst.download(got.data(), got.size());
+  std::vector<uint8_t> want(got.size(), 0);
+  std::copy_n(src_host.begin(), kCopySrc, want.begin());
+  const uint8_t* s16 = src_host.data() + kCopySrc;
+  for (int64_t r = 0; r < kRows; ++r)
+    for (int64_t c = 0; c < kCols; ++c)
+      std::memcpy(&want[kCopyDst + static_cast<size_t>(c * kLd + r) * 2], s16 + static_cast<size_t>(r * kCols + c) * 2, 2);
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) {
+      ADD_FAILURE() << "byte " << i << (i < kCopyDst ? " of the copy" : " of the transpose") << ": got " << int{got[i]}
+                    << ", expected " << int{want[i]};
+      break;
+    }
 }
 
 // A small case's tensors share the thread's arena, each on its own 256-byte-aligned range that no
