@@ -15,6 +15,9 @@
 //                  included) on the small cases, one thread: `cases` is that side's runs per second,
 //                  what each side adds to a Device/ or Small/ case. Skipped where B's kind is not
 //                  available here.
+//   Bound/OP/DIR/C the error bound of contract C (a contract whose order is unknown, judged within a
+//                  derived bound) on the small cases, one thread: `cases` is bounds a second, what
+//                  the comparison adds to a device case whose sides differ in bits.
 //
 // Every op of the registry is benchmarked; none is named here.
 #include <benchmark/benchmark.h>
@@ -154,6 +157,18 @@ void run_side(benchmark::State& state, const OpInfo* op, Direction d, std::strin
   state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
+// The error bound of one contract on the small cases: what judging a bit mismatch by it costs.
+void run_bound(benchmark::State& state, const OpInfo* op, Direction d, const bitparity::ContractInfo* contract) {
+  const std::vector<Case> pool = small_cases(*op, d);
+  if (pool.empty()) {
+    state.SkipWithError("the generator drew no case of <= 256 elements");
+    return;
+  }
+  size_t next = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(contract->error_bound(pool[next++ % pool.size()]));
+  state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // The op's first reference input that is not for benchmarks only, cut to kLargeRows rows where the
 // op is row-wise; nullopt when it has none.
 std::optional<bitparity::ReferenceInput> large_input(const OpInfo& op, Direction d) {
@@ -192,7 +207,7 @@ void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
 }
 
 // Every op and direction of the registry: the small cases first, then the large ones, then the
-// small ones through the device pairs, then each side alone.
+// small ones through the device pairs, then each side alone, then each error bound.
 void register_all() {
   for (const bool large : {false, true})
     for (const OpInfo& op : bitparity::harness_registry().ops()) {
@@ -222,6 +237,15 @@ void register_all() {
       for (const std::string& backend : bitparity::harness_registry().impls_of(op.name)) {
         const std::string name = "Side/" + op.name + "/" + std::string(bitparity::direction_name(d)) + "/" + backend;
         benchmark::RegisterBenchmark(name.c_str(), run_side, &op, d, backend)->UseRealTime();
+      }
+  }
+  for (const OpInfo& op : bitparity::harness_registry().ops()) {
+    if (!op.generate) continue;
+    for (const auto& [d, specs] : op.inputs)
+      for (const bitparity::ContractInfo& contract : op.contracts) {
+        if (!contract.error_bound) continue;
+        const std::string name = "Bound/" + op.name + "/" + std::string(bitparity::direction_name(d)) + "/" + contract.name;
+        benchmark::RegisterBenchmark(name.c_str(), run_bound, &op, d, &contract)->UseRealTime();
       }
   }
 }
