@@ -19,10 +19,16 @@
 //                  derived bound) on the small cases, one thread: `cases` is bounds a second, what
 //                  the comparison adds to a device case whose sides differ in bits.
 //
+// BITPARITY_BENCH_ITERATIONS=N runs every benchmark for exactly N iterations in a single run (no
+// trial runs, no time target): the same cases in the same order every time, so that an instruction
+// count (valgrind --tool=callgrind) divided by N compares two builds exactly.
+//
 // Every op of the registry is benchmarked; none is named here.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <thread>
@@ -208,18 +214,34 @@ void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
 
 // Every op and direction of the registry: the small cases first, then the large ones, then the
 // small ones through the device pairs, then each side alone, then each error bound.
+// Exactly BITPARITY_BENCH_ITERATIONS iterations where it is set (a positive integer).
+std::optional<int64_t> fixed_iterations() {
+  const char* text = std::getenv("BITPARITY_BENCH_ITERATIONS");
+  if (!text || !*text) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(text, &end, 10);
+  if (*end != '\0' || n <= 0) throw std::invalid_argument(std::string("BITPARITY_BENCH_ITERATIONS: not a positive integer: ") + text);
+  return n;
+}
+
 void register_all() {
+  const std::optional<int64_t> iterations = fixed_iterations();
+  auto fix = [&](benchmark::internal::Benchmark* b) {
+    if (iterations) b->Iterations(*iterations);
+    return b;
+  };
   for (const bool large : {false, true})
     for (const OpInfo& op : bitparity::harness_registry().ops()) {
       if (!op.generate) continue;
       for (const auto& [d, specs] : op.inputs) {
         const std::string name = op.name + "/" + std::string(bitparity::direction_name(d));
-        if (!large) benchmark::RegisterBenchmark(("Small/" + name).c_str(), run_small, &op, d);
-        else
-          benchmark::RegisterBenchmark(("Large/" + name).c_str(), run_large, &op, d)
-              ->Unit(benchmark::kMillisecond)
-              ->UseRealTime()
-              ->MinTime(kLargeMinSeconds);
+        if (!large) fix(benchmark::RegisterBenchmark(("Small/" + name).c_str(), run_small, &op, d));
+        else {
+          auto* b = fix(benchmark::RegisterBenchmark(("Large/" + name).c_str(), run_large, &op, d))
+                        ->Unit(benchmark::kMillisecond)
+                        ->UseRealTime();
+          if (!iterations) b->MinTime(kLargeMinSeconds);
+        }
       }
     }
   const int cores = std::max(1u, std::thread::hardware_concurrency());
@@ -227,7 +249,7 @@ void register_all() {
     if (!op.generate) continue;
     for (const auto& [d, specs] : op.inputs) {
       const std::string name = "Device/" + op.name + "/" + std::string(bitparity::direction_name(d));
-      auto* b = benchmark::RegisterBenchmark(name.c_str(), run_device, &op, d)->UseRealTime()->Threads(1);
+      auto* b = fix(benchmark::RegisterBenchmark(name.c_str(), run_device, &op, d))->UseRealTime()->Threads(1);
       if (cores > 1) b->Threads(cores);
     }
   }
@@ -236,7 +258,7 @@ void register_all() {
     for (const auto& [d, specs] : op.inputs)
       for (const std::string& backend : bitparity::harness_registry().impls_of(op.name)) {
         const std::string name = "Side/" + op.name + "/" + std::string(bitparity::direction_name(d)) + "/" + backend;
-        benchmark::RegisterBenchmark(name.c_str(), run_side, &op, d, backend)->UseRealTime();
+        fix(benchmark::RegisterBenchmark(name.c_str(), run_side, &op, d, backend))->UseRealTime();
       }
   }
   for (const OpInfo& op : bitparity::harness_registry().ops()) {
@@ -245,7 +267,7 @@ void register_all() {
       for (const bitparity::ContractInfo& contract : op.contracts) {
         if (!contract.error_bound) continue;
         const std::string name = "Bound/" + op.name + "/" + std::string(bitparity::direction_name(d)) + "/" + contract.name;
-        benchmark::RegisterBenchmark(name.c_str(), run_bound, &op, d, &contract)->UseRealTime();
+        fix(benchmark::RegisterBenchmark(name.c_str(), run_bound, &op, d, &contract))->UseRealTime();
       }
   }
 }
@@ -253,7 +275,12 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  register_all();
+  try {
+    register_all();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "campaign_bench: %s\n", e.what());
+    return 2;
+  }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
