@@ -212,9 +212,7 @@ void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
   state.counters["pairs"] = benchmark::Counter(static_cast<double>(pairs.size()));
 }
 
-// Every op and direction of the registry: the small cases first, then the large ones, then the
-// small ones through the device pairs, then each side alone, then each error bound.
-// Exactly BITPARITY_BENCH_ITERATIONS iterations where it is set (a positive integer).
+// BITPARITY_BENCH_ITERATIONS where it is set (a positive integer); a clear error otherwise.
 std::optional<int64_t> fixed_iterations() {
   const char* text = std::getenv("BITPARITY_BENCH_ITERATIONS");
   if (!text || !*text) return std::nullopt;
@@ -224,6 +222,9 @@ std::optional<int64_t> fixed_iterations() {
   return n;
 }
 
+// Every op and direction of the registry: the small cases first, then the large ones, then the
+// small ones through the device pairs, then each side alone, then each error bound; exactly
+// BITPARITY_BENCH_ITERATIONS iterations each where it is set.
 void register_all() {
   const std::optional<int64_t> iterations = fixed_iterations();
   auto fix = [&](benchmark::internal::Benchmark* b) {
