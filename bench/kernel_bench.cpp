@@ -22,12 +22,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
+#include <rapidcheck.h>
 #include <cuda_runtime_api.h>
 
 #include "bench/bench_kernels.h"
@@ -35,6 +39,7 @@
 #include "core/registry.h"
 #include "gpu/common/device_tensor.h"
 #include "gpu/common/ilp.h"
+#include "gpu/common/kernel_record.h"
 #include "gpu/register.h"
 #include "gpu/runtime.h"
 
@@ -296,6 +301,113 @@ void register_scenarios() {
   }
 }
 
+// --- small cases one at a time against batches --------------------------------------------------
+// batch/<op>_<direction>/<contract>/cases:<n>: a pool of small generated cases (RapidCheck sizes 0
+// to 30) that the record computes, run through the backend's own path: one case a call
+// (kernel_impl: a copy in, the launches, a copy out and a synchronization a case) for n = 1, and
+// n cases a call for larger n (gpu::run_batch: one copy in, every case's launches, one copy out and
+// one synchronization a batch). Launches unchecked, as in a campaign. With /threads:16, every
+// thread runs the whole pool on its own stream at once, as a campaign's jobs do. Counters: cases a
+// second, the pool's size, and the share of batches staged together.
+
+constexpr int kBatchPoolDraws = 64;
+constexpr int kBatchSizes[] = {1, 16};
+constexpr int kBatchThreads[] = {1, 16};
+
+struct BatchPool {
+  std::vector<Case> cases;
+  std::string problem;  // why there is no pool: no device, nothing computed
+};
+
+const BatchPool& batch_pool(const gpu::KernelRecord& record, const OpInfo& op, Direction direction) {
+  static std::mutex mutex;
+  static std::map<std::string, BatchPool> pools;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const std::string key = record.op + "/" + std::string(direction_name(direction)) + "/" + record.contract;
+  const auto found = pools.find(key);
+  if (found != pools.end()) return found->second;
+  BatchPool& pool = pools[key];
+  if (const auto why = gpu::unavailable_reason()) {
+    pool.problem = *why;
+    return pool;
+  }
+  const ContractInfo& contract = *op.contract(record.contract);
+  const Impl alone = gpu::kernel_impl(record, op.validate);
+  for (int j = 0; j < kBatchPoolDraws; ++j) {
+    try {
+      Case c = op.generate(direction)(rc::Random(uint64_t{0xca5e} + static_cast<uint64_t>(j)), (j * 7) % 31).value();
+      alone(c, contract);  // throws on a case the record does not compute
+      pool.cases.push_back(std::move(c));
+    } catch (const std::exception&) {
+      // a draw the generator gives up on, or a case the contract rejects
+    }
+  }
+  if (pool.cases.empty()) pool.problem = "the record computes none of " + std::to_string(kBatchPoolDraws) + " generated cases";
+  return pool;
+}
+
+void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, const OpInfo& op, Direction direction,
+                     int batch_size) {
+  const BatchPool& pool = batch_pool(record, op, direction);
+  if (!pool.problem.empty()) return state.SkipWithError(pool.problem.c_str());
+  const ContractInfo& contract = *op.contract(record.contract);
+  const Impl alone = gpu::kernel_impl(record, op.validate);
+  std::vector<std::vector<const Case*>> batches;
+  for (size_t i = 0; i < pool.cases.size(); i += static_cast<size_t>(batch_size)) {
+    batches.emplace_back();
+    for (size_t j = i; j < std::min(pool.cases.size(), i + static_cast<size_t>(batch_size)); ++j)
+      batches.back().push_back(&pool.cases[j]);
+  }
+  int64_t staged = 0, calls = 0;
+  std::string error;
+  for (auto _ : state) {
+    for (const std::vector<const Case*>& batch : batches) {
+      try {
+        if (batch_size == 1) {
+          benchmark::DoNotOptimize(alone(*batch.front(), contract));
+          continue;
+        }
+        bool together = false;
+        const std::vector<gpu::BatchOutcome> outcomes = gpu::run_batch(record, op.validate, contract, batch, gpu::kIlpDefault, &together);
+        ++calls;
+        staged += together ? 1 : 0;
+        for (const gpu::BatchOutcome& o : outcomes)
+          if (o.error) std::rethrow_exception(o.error);
+      } catch (const std::exception& e) {
+        error = e.what();
+        break;
+      }
+    }
+    if (!error.empty()) break;
+  }
+  if (!error.empty()) return state.SkipWithError(("a case failed: " + error).c_str());
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(pool.cases.size()));
+  state.counters["cases_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(pool.cases.size()),
+                                                     benchmark::Counter::kIsRate);
+  state.counters["pool"] = static_cast<double>(pool.cases.size());
+  if (calls > 0) state.counters["staged"] = static_cast<double>(staged) / static_cast<double>(calls);
+}
+
+void register_batches() {
+  for (const gpu::KernelRecord& record : gpu::kernel_records()) {
+    const OpInfo* op = harness_registry().op(record.op);
+    if (!op || !op->generate || !op->validate) continue;
+    for (const auto& [direction, inputs] : op->inputs)
+      for (const int n : kBatchSizes)
+        for (const int threads : kBatchThreads) {
+          const std::string name = "batch/" + op->name + "_" + std::string(direction_name(direction)) + "/" +
+                                   record.contract + "/cases:" + std::to_string(n);
+          benchmark::RegisterBenchmark(name.c_str(), [&record, op, direction = direction, n](benchmark::State& state) {
+            batch_benchmark(state, record, *op, direction, n);
+          })
+              ->Threads(threads)
+              ->UseRealTime()
+              ->MinTime(kMinTimeSeconds)
+              ->Unit(benchmark::kMicrosecond);
+        }
+  }
+}
+
 // --- launch latency ------------------------------------------------------------------------------
 
 void set_launch_counters(benchmark::State& state, double seconds) {
@@ -372,6 +484,7 @@ void register_benchmarks() {
           ->Unit(benchmark::kMicrosecond);
     }
   register_scenarios();
+  register_batches();
   benchmark::RegisterBenchmark("launch/empty_kernel", BM_LaunchEmptyKernel)->UseManualTime()->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("launch/empty_kernel_graph_replay", BM_LaunchEmptyKernelGraph)
       ->UseManualTime()

@@ -89,44 +89,114 @@ DeviceTensor view_at(unsigned char* shared, size_t offset, DType dtype, const Sh
   return {dtype, shape, bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(shared + offset, bytes)};
 }
 
+// The bytes a batch of cases takes in the arena, each tensor on the boundary.
+size_t staged_bytes(const std::vector<CaseBatchItem>& cases) {
+  size_t total = 0;
+  for (const CaseBatchItem& c : cases) {
+    for (const auto& [name, t] : *c.inputs) total += aligned_bytes(t.nbytes());
+    for (const auto& [name, meta] : *c.metas) total += aligned_bytes(meta_bytes(meta));
+  }
+  return total;
+}
+
+// Takes the thread's arena for `total` bytes where a batch may lie in it; null otherwise.
+unsigned char* take_shared(size_t total) {
+  if (buffer_mode() == BufferMode::kSeparate || total > CaseTensors::kSharedCaseBytes || total == 0) return nullptr;
+  return thread_arena().take(total);
+}
+
+struct StagedRange {
+  size_t outputs_begin = 0, outputs_end = 0;
+};
+
+// Lays the cases out in `shared` (every case's inputs, then every case's outputs, each tensor on
+// the boundary), one device map of views a case in `inputs` and `outputs`, and enqueues on the
+// thread's stream one copy of the inputs through the staging memory and the outputs' fill: with the
+// inputs' copy where the outputs are small, by a cudaMemsetAsync otherwise.
+StagedRange stage_cases(unsigned char* shared, const std::vector<CaseBatchItem>& cases, int fill_byte,
+                        std::vector<DeviceTensorMap>& inputs, std::vector<DeviceTensorMap>& outputs) {
+  unsigned char* staging = thread_staging().at_least(staged_bytes(cases));
+  size_t offset = 0;
+  inputs.clear();
+  inputs.resize(cases.size());
+  outputs.clear();
+  outputs.resize(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (const auto& [name, t] : *cases[i].inputs) {
+      if (t.nbytes() > 0) std::memcpy(staging + offset, t.data(), t.nbytes());
+      inputs[i].emplace(name, view_at(shared, offset, t.dtype(), t.shape(), t.nbytes()));
+      offset += aligned_bytes(t.nbytes());
+    }
+  const size_t inputs_end = offset;
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (const auto& [name, meta] : *cases[i].metas) {
+      outputs[i].emplace(name, view_at(shared, offset, meta.dtype, meta.shape, meta_bytes(meta)));
+      offset += aligned_bytes(meta_bytes(meta));
+    }
+  const StagedRange range{inputs_end, offset};
+  const size_t fill_bytes = range.outputs_end - range.outputs_begin;
+  const bool fill_on_host = fill_bytes <= kFillWithInputsBytes;
+  if (fill_on_host) std::memset(staging + range.outputs_begin, fill_byte, fill_bytes);
+  const size_t copied = fill_on_host ? range.outputs_end : inputs_end;
+  if (copied > 0)
+    check_cuda(cudaMemcpyAsync(shared, staging, copied, cudaMemcpyHostToDevice, cudaStreamPerThread),
+               "cudaMemcpyAsync of a case's inputs");
+  if (!fill_on_host)
+    check_cuda(cudaMemsetAsync(shared + range.outputs_begin, fill_byte, fill_bytes, cudaStreamPerThread),
+               "cudaMemsetAsync of a case's outputs");
+  return range;
+}
+
+// Copies the outputs' range of the arena into the staging memory at the same offsets and
+// synchronizes the thread's stream; the staging memory.
+const unsigned char* download_staged(unsigned char* shared, const StagedRange& range) {
+  unsigned char* staging = thread_staging().at_least(range.outputs_end);
+  if (range.outputs_end > range.outputs_begin)
+    check_cuda(cudaMemcpyAsync(staging + range.outputs_begin, shared + range.outputs_begin,
+                               range.outputs_end - range.outputs_begin, cudaMemcpyDeviceToHost, cudaStreamPerThread),
+               "cudaMemcpyAsync of a case's outputs");
+  check_cuda(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize after a case");
+  return staging;
+}
+
+// Host tensors of `outputs` (views into `shared`) from the staging memory that download_staged filled.
+TensorMap host_outputs(const unsigned char* shared, const unsigned char* staging, const DeviceTensorMap& outputs) {
+  TensorMap out;
+  for (const auto& [name, t] : outputs) {
+    Tensor host(t.dtype, t.shape);
+    if (host.nbytes() > 0) {
+      const size_t offset = static_cast<size_t>(static_cast<const unsigned char*>(t.data()) - shared);
+      std::memcpy(host.data(), staging + offset, host.nbytes());
+    }
+    out.emplace(name, std::move(host));
+  }
+  return out;
+}
+
+// The next user's copies reuse the staging memory, and its kernels the arena: both wait for this
+// holder's work (done already where its outputs were downloaded). No throw: called from destructors.
+void release_shared(bool settled) {
+  if (!settled) cudaStreamSynchronize(cudaStreamPerThread);
+  thread_arena().give_back();
+}
+
 }  // namespace
 
 CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int fill_byte) {
-  size_t total = 0;
-  for (const auto& [name, t] : inputs) total += aligned_bytes(t.nbytes());
-  const size_t inputs_end = total;
-  for (const auto& [name, meta] : metas) total += aligned_bytes(meta_bytes(meta));
-  if (buffer_mode() != BufferMode::kSeparate && total <= kSharedCaseBytes && total > 0)
-    shared_ = thread_arena().take(total);
+  const std::vector<CaseBatchItem> one = {{&inputs, &metas}};
+  shared_ = take_shared(staged_bytes(one));
   if (!shared_) {
     inputs_ = upload(inputs);
     outputs_ = allocate(metas, fill_byte);
     return;
   }
   try {
-    unsigned char* staging = thread_staging().at_least(total);
-    size_t offset = 0;
-    for (const auto& [name, t] : inputs) {
-      if (t.nbytes() > 0) std::memcpy(staging + offset, t.data(), t.nbytes());
-      inputs_.emplace(name, view_at(shared_, offset, t.dtype(), t.shape(), t.nbytes()));
-      offset += aligned_bytes(t.nbytes());
-    }
-    outputs_begin_ = offset;
-    for (const auto& [name, meta] : metas) {
-      outputs_.emplace(name, view_at(shared_, offset, meta.dtype, meta.shape, meta_bytes(meta)));
-      offset += aligned_bytes(meta_bytes(meta));
-    }
-    outputs_end_ = offset;
-    const size_t fill_bytes = outputs_end_ - outputs_begin_;
-    const bool fill_on_host = fill_bytes <= kFillWithInputsBytes;
-    if (fill_on_host) std::memset(staging + outputs_begin_, fill_byte, fill_bytes);
-    const size_t copied = fill_on_host ? outputs_end_ : inputs_end;
-    if (copied > 0)
-      check_cuda(cudaMemcpyAsync(shared_, staging, copied, cudaMemcpyHostToDevice, cudaStreamPerThread),
-                 "cudaMemcpyAsync of a case's inputs");
-    if (!fill_on_host)
-      check_cuda(cudaMemsetAsync(shared_ + outputs_begin_, fill_byte, fill_bytes, cudaStreamPerThread),
-                 "cudaMemsetAsync of a case's outputs");
+    std::vector<DeviceTensorMap> in, out;
+    const StagedRange range = stage_cases(shared_, one, fill_byte, in, out);
+    outputs_begin_ = range.outputs_begin;
+    outputs_end_ = range.outputs_end;
+    inputs_ = std::move(in[0]);
+    outputs_ = std::move(out[0]);
   } catch (...) {
     thread_arena().give_back();
     throw;
@@ -134,31 +204,41 @@ CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int 
 }
 
 CaseTensors::~CaseTensors() {
-  if (!shared_) return;
-  // The next case's copies reuse the staging memory, and its kernels the arena: both wait for this
-  // case's work (done already where its outputs were downloaded). No throw from a destructor.
-  if (!settled_) cudaStreamSynchronize(cudaStreamPerThread);
-  thread_arena().give_back();
+  if (shared_) release_shared(settled_);
 }
 
 TensorMap CaseTensors::download_outputs() const {
   if (!shared()) return download(outputs_);
-  unsigned char* staging = thread_staging().at_least(outputs_end_);
-  if (outputs_end_ > outputs_begin_)
-    check_cuda(cudaMemcpyAsync(staging + outputs_begin_, shared_ + outputs_begin_, outputs_end_ - outputs_begin_,
-                               cudaMemcpyDeviceToHost, cudaStreamPerThread),
-               "cudaMemcpyAsync of a case's outputs");
-  check_cuda(cudaStreamSynchronize(cudaStreamPerThread), "cudaStreamSynchronize after a case");
+  const unsigned char* staging = download_staged(shared_, {outputs_begin_, outputs_end_});
   settled_ = true;
-  TensorMap out;
-  for (const auto& [name, t] : outputs_) {
-    Tensor host(t.dtype, t.shape);
-    if (host.nbytes() > 0) {
-      const size_t offset = static_cast<size_t>(static_cast<const unsigned char*>(t.data()) - shared_);
-      std::memcpy(host.data(), staging + offset, host.nbytes());
-    }
-    out.emplace(name, std::move(host));
+  return host_outputs(shared_, staging, outputs_);
+}
+
+CaseBatchTensors::CaseBatchTensors(const std::vector<CaseBatchItem>& cases, int fill_byte) {
+  shared_ = take_shared(staged_bytes(cases));
+  if (!shared_) return;
+  try {
+    const StagedRange range = stage_cases(shared_, cases, fill_byte, inputs_, outputs_);
+    outputs_begin_ = range.outputs_begin;
+    outputs_end_ = range.outputs_end;
+  } catch (...) {
+    thread_arena().give_back();
+    shared_ = nullptr;
+    throw;
   }
+}
+
+CaseBatchTensors::~CaseBatchTensors() {
+  if (shared_) release_shared(settled_);
+}
+
+std::vector<TensorMap> CaseBatchTensors::download_outputs() const {
+  std::vector<TensorMap> out;
+  if (!staged()) return out;
+  const unsigned char* staging = download_staged(shared_, {outputs_begin_, outputs_end_});
+  settled_ = true;
+  out.reserve(outputs_.size());
+  for (const DeviceTensorMap& o : outputs_) out.push_back(host_outputs(shared_, staging, o));
   return out;
 }
 

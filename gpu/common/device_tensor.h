@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/registry.h"
 #include "core/tensor.h"
@@ -67,6 +68,39 @@ class CaseTensors {
   mutable bool settled_ = false;     // the thread's stream synchronized after this case's work
   size_t outputs_begin_ = 0, outputs_end_ = 0;  // the outputs' byte range in it
   DeviceTensorMap inputs_, outputs_;  // views into the arena for a small case
+};
+
+// Several small cases' tensors on the device at once, as run_batch (gpu/common/kernel_record.h)
+// stages them: every case's inputs, then every case's outputs, laid out as CaseTensors lays out one
+// case, in the calling thread's arena, with one copy in for all of them, the same fill, and one
+// copy out and one synchronization for all (download_outputs). Staged only where the whole batch
+// fits kSharedCaseBytes, the arena is free and the buffer mode is pooled; otherwise staged() is
+// false, the batch holds nothing, and its cases are run one at a time through CaseTensors. Used and
+// destroyed on the thread that made it.
+struct CaseBatchItem {
+  const TensorMap* inputs = nullptr;
+  const OutputMetas* metas = nullptr;
+};
+
+class CaseBatchTensors {
+ public:
+  explicit CaseBatchTensors(const std::vector<CaseBatchItem>& cases, int fill_byte = kPoisonByte);
+  ~CaseBatchTensors();
+  CaseBatchTensors(const CaseBatchTensors&) = delete;
+  CaseBatchTensors& operator=(const CaseBatchTensors&) = delete;
+  bool staged() const { return shared_ != nullptr; }
+  size_t size() const { return inputs_.size(); }  // 0 when not staged
+  const DeviceTensorMap& inputs(size_t i) const { return inputs_.at(i); }
+  const DeviceTensorMap& outputs(size_t i) const { return outputs_.at(i); }
+  // Every case's outputs on the host, in the cases' order, after the work enqueued on the calling
+  // thread's stream: one copy and one synchronization.
+  std::vector<TensorMap> download_outputs() const;
+
+ private:
+  unsigned char* shared_ = nullptr;
+  mutable bool settled_ = false;
+  size_t outputs_begin_ = 0, outputs_end_ = 0;
+  std::vector<DeviceTensorMap> inputs_, outputs_;
 };
 
 // The tensor `name` of a map: `required` throws std::logic_error naming it when absent (validate

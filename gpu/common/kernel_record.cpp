@@ -17,4 +17,59 @@ Impl kernel_impl(KernelRecord record, Validate validate, int ilp) {
   };
 }
 
+std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& validate, const ContractInfo& contract,
+                                    const std::vector<const Case*>& cases, int ilp, bool* staged) {
+  std::vector<BatchOutcome> outcomes(cases.size());
+  std::vector<OutputMetas> metas(cases.size());
+  std::vector<size_t> valid;  // indices of the cases validate accepted
+  std::vector<CaseBatchItem> items;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    try {
+      metas[i] = validate(*cases[i], contract);
+      valid.push_back(i);
+      items.push_back({&cases[i]->inputs, &metas[i]});
+    } catch (...) {
+      outcomes[i].error = std::current_exception();
+    }
+  }
+  const CaseBatchTensors batch(items);
+  if (staged) *staged = batch.staged();
+  if (!batch.staged()) {
+    const Impl alone = kernel_impl(record, validate, ilp);
+    for (const size_t i : valid) {
+      try {
+        outcomes[i].outputs = alone(*cases[i], contract);
+      } catch (...) {
+        outcomes[i].error = std::current_exception();
+      }
+    }
+    return outcomes;
+  }
+  // Bound and launched one case at a time, each bind's launch (and any workspace it holds) let go
+  // before the next bind: the workspaces follow one another in the stream's order, as the cases'
+  // runs alone do.
+  std::vector<bool> launched(valid.size(), false);
+  for (size_t j = 0; j < valid.size(); ++j) {
+    const size_t i = valid[j];
+    try {
+      const BoundLaunch launch =
+          record.bind({*cases[i], contract, batch.inputs(j), batch.outputs(j), thread_stream(), ilp});
+      launch();
+      launched[j] = true;
+    } catch (...) {
+      outcomes[i].error = std::current_exception();
+    }
+  }
+  try {
+    std::vector<TensorMap> outputs = batch.download_outputs();
+    for (size_t j = 0; j < valid.size(); ++j)
+      if (launched[j]) outcomes[valid[j]].outputs = std::move(outputs[j]);
+  } catch (...) {
+    const std::exception_ptr error = std::current_exception();
+    for (size_t j = 0; j < valid.size(); ++j)
+      if (launched[j]) outcomes[valid[j]].error = error;
+  }
+  return outcomes;
+}
+
 }  // namespace bitparity::gpu

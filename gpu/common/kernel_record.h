@@ -5,6 +5,7 @@
 // launch on inputs uploaded once. No op writes host <-> device glue of its own. Host code.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -58,5 +59,26 @@ using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
 // poisoned, bind and launch at `ilp` on the calling thread's stream, download. Calls from several
 // threads run at once, each on its own stream and its own buffers.
 Impl kernel_impl(KernelRecord record, Validate validate, int ilp = kIlpDefault);
+
+// What run_batch gives one case: its outputs, or the exception its run alone would have thrown
+// (RejectError, an input error from validate, a CudaError), for the caller to rethrow and judge
+// as it judges a single run.
+struct BatchOutcome {
+  TensorMap outputs;
+  std::exception_ptr error;
+};
+
+// Runs several cases of one record in one round trip where they are small: each case validated,
+// every valid case's tensors staged together (CaseBatchTensors: one copy in), each bound and
+// launched in the cases' order on the calling thread's stream, then one copy out and one
+// synchronization for all. A case's outcome is the bytes or the error of its run alone through
+// kernel_impl: cases lie apart in memory and their launches run one after another on one stream.
+// A batch that cannot be staged together runs case by case; `staged`, where given, says which.
+// A failure that is not one case's (the batch's copy out or its synchronization, after a fault
+// inside some case's kernel) is every launched case's error: a caller that must name the case
+// replays them one at a time.
+std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& validate, const ContractInfo& contract,
+                                    const std::vector<const Case*>& cases, int ilp = kIlpDefault,
+                                    bool* staged = nullptr);
 
 }  // namespace bitparity::gpu

@@ -4,16 +4,21 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
 
+#include "core/compare.h"
 #include "core/outcome.h"
 #include "core/registry.h"
 #include "gpu/common/device_tensor.h"
+#include "gpu/common/kernel_record.h"
 #include "gpu/expert_mlp_kernels.h"
 #include "gpu/register.h"
 #include "gpu/runtime.h"
@@ -318,6 +323,211 @@ TEST(CudaRuntime, CaseTensorsShareOneAllocationOnlyForSmallCases) {
   EXPECT_FALSE(separate.shared());
   EXPECT_EQ(bytes_of(separate.inputs().at("b")), bytes_of(small.inputs().at("b")));
   set_buffer_mode(BufferMode::kPooled);
+}
+
+// --- several small cases in one round trip (run_batch) ---------------------------------------------
+
+// A batch's cases each on their own 256-byte-aligned ranges, no two overlapping, all inputs before
+// all outputs; each input arrives with its bytes and each output poisoned, by the fill that travels
+// with the inputs (small outputs) and by the device fill (outputs over 64 KiB in all); what a
+// kernel writes into one case's output comes back in that case's map only.
+TEST(CaseBatches, AStagedBatchLaysOutEachCaseApart) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  set_buffer_mode(BufferMode::kPooled);
+  for (const int64_t out_elements : {int64_t{5}, int64_t{20000}}) {  // 3 x 80 KB of outputs: the device fill
+    std::vector<TensorMap> inputs;
+    std::vector<OutputMetas> metas;
+    for (uint8_t i = 0; i < 3; ++i) {
+      inputs.push_back({{"a", counting(DType::kBF16, {int64_t{3} + i, 5}, static_cast<uint8_t>(1 + 40 * i))},
+                        {"empty", Tensor(DType::kFP32, {0, 4})},
+                        {"ids", counting(DType::kI64, {2}, static_cast<uint8_t>(4 + i))}});
+      metas.push_back({{"out", {{out_elements}, DType::kFP32}}, {"none", {{0}, DType::kFP32}}});
+    }
+    std::vector<CaseBatchItem> items;
+    for (size_t i = 0; i < 3; ++i) items.push_back({&inputs[i], &metas[i]});
+    const CaseBatchTensors batch(items);
+    ASSERT_TRUE(batch.staged());
+    ASSERT_EQ(batch.size(), 3u);
+    std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
+    uintptr_t last_input_end = 0, first_output = UINTPTR_MAX;
+    for (size_t i = 0; i < 3; ++i) {
+      for (const bool is_input : {true, false})
+        for (const auto& [name, d] : is_input ? batch.inputs(i) : batch.outputs(i)) {
+          if (d.nbytes() == 0) {
+            EXPECT_EQ(d.data(), nullptr) << name;
+            continue;
+          }
+          const auto begin = reinterpret_cast<uintptr_t>(d.data());
+          EXPECT_EQ(begin % 256, 0u) << "case " << i << " " << name;
+          ranges.emplace_back(begin, begin + d.nbytes());
+          if (is_input) last_input_end = std::max(last_input_end, begin + d.nbytes());
+          else first_output = std::min(first_output, begin);
+        }
+      for (const auto& [name, t] : inputs[i]) {
+        const std::vector<uint8_t> got = bytes_of(batch.inputs(i).at(name));
+        ASSERT_EQ(got.size(), t.nbytes()) << name;
+        EXPECT_EQ(std::memcmp(got.data(), t.data(), t.nbytes()), 0) << "case " << i << " " << name;
+      }
+    }
+    EXPECT_LE(last_input_end, first_output) << "an output lies among the inputs";
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "tensors overlap";
+    const float written = -2.5f;
+    const DeviceTensor& middle = batch.outputs(1).at("out");
+    DeviceBuffer::view(middle.data(), sizeof written).upload(&written, sizeof written);
+    const std::vector<TensorMap> out = batch.download_outputs();
+    ASSERT_EQ(out.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_EQ(out[i].size(), 2u);
+      const Tensor& t = out[i].at("out");
+      ASSERT_EQ(t.shape(), Shape({out_elements}));
+      EXPECT_EQ(out[i].at("none").numel(), 0);
+      const auto* bytes = static_cast<const uint8_t*>(t.data());
+      const size_t skip = i == 1 ? sizeof written : 0;
+      if (i == 1) {
+        float got = 0;
+        std::memcpy(&got, bytes, sizeof got);
+        EXPECT_EQ(got, written);
+      }
+      EXPECT_EQ(std::count(bytes + skip, bytes + t.nbytes(), kPoisonByte), static_cast<std::ptrdiff_t>(t.nbytes() - skip))
+          << "case " << i << "'s output, " << out_elements << " elements";
+    }
+  }
+}
+
+// Staged together only where the whole batch fits the arena, the arena is free and buffers are
+// pooled; otherwise the batch holds nothing (its cases then run one at a time).
+TEST(CaseBatches, ABatchIsStagedTogetherOnlyWhereItFits) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  set_buffer_mode(BufferMode::kPooled);
+  const TensorMap small = {{"x", counting(DType::kFP32, {64}, 3)}};
+  const OutputMetas metas = {{"y", {{64}, DType::kFP32}}};
+  // Each case under the bound, the batch over it.
+  const TensorMap half = {{"x", Tensor(DType::kFP32, {int64_t(CaseTensors::kSharedCaseBytes / 8)})}};
+  EXPECT_TRUE(CaseBatchTensors({{&half, &metas}}).staged());
+  const CaseBatchTensors too_large({{&half, &metas}, {&half, &metas}, {&small, &metas}});
+  EXPECT_FALSE(too_large.staged());
+  EXPECT_EQ(too_large.size(), 0u);
+  EXPECT_TRUE(too_large.download_outputs().empty());
+  EXPECT_FALSE(CaseBatchTensors({}).staged());
+  {
+    const CaseTensors holder(small, metas);
+    ASSERT_TRUE(holder.shared());
+    EXPECT_FALSE(CaseBatchTensors({{&small, &metas}}).staged()) << "staged while a case holds the arena";
+  }
+  const CaseBatchTensors fits({{&small, &metas}, {&small, &metas}});
+  EXPECT_TRUE(fits.staged());
+  EXPECT_FALSE(CaseTensors(small, metas).shared()) << "a case took the arena while a batch holds it";
+  set_buffer_mode(BufferMode::kSeparate);
+  EXPECT_FALSE(CaseBatchTensors({{&small, &metas}}).staged());
+  set_buffer_mode(BufferMode::kPooled);
+}
+
+std::string error_text(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "a non-standard exception";
+  }
+}
+
+// What one case gives: its outputs' bytes, or its error's message.
+struct Result {
+  std::optional<TensorMap> outputs;
+  std::string error;
+};
+
+std::string result_difference(const Result& got, const Result& alone) {
+  if (!got.outputs && !alone.outputs) return got.error == alone.error ? "" : "errors differ: " + got.error + " / " + alone.error;
+  if (!got.outputs) return "fails (" + got.error + "), alone it computes";
+  if (!alone.outputs) return "computes, alone it fails (" + alone.error + ")";
+  const Comparison cmp = compare_outputs(*got.outputs, *alone.outputs, {.strict_nan = true});
+  return cmp.verdict == Verdict::kIdentical ? "" : format_comparison(cmp, "batched", "in the batch", "alone");
+}
+
+// Small generated cases of a direction (RapidCheck sizes 0 to 30), with one of the op's error
+// inputs for the contract, where it has one, in the middle.
+std::vector<Case> batch_cases(const OpInfo& op, Direction d, const std::string& contract, size_t count) {
+  std::vector<Case> cases;
+  for (int j = 0; cases.size() < count && j < 50 * static_cast<int>(count); ++j) {
+    try {
+      cases.push_back(op.generate(d)(rc::Random(uint64_t{0xba7c4} + static_cast<uint64_t>(j)), (j * 7) % 31).value());
+    } catch (const std::exception&) {
+      // a draw the generator gives up on
+    }
+  }
+  if (op.error_inputs)
+    for (const ErrorInput& e : op.error_inputs(d))
+      if (e.c.direction == d && (e.contracts.empty() || std::count(e.contracts.begin(), e.contracts.end(), contract))) {
+        cases.insert(cases.begin() + static_cast<std::ptrdiff_t>(cases.size() / 2), e.c);
+        break;
+      }
+  return cases;
+}
+
+// Every kernel record's batch gives each case what its run alone gives (the same bytes, or the
+// same error), staged together and case by case. Launches are unchecked here, as in a campaign:
+// a checked launch synchronizes after every case and would hide a case that reads or writes
+// another's memory while that one's kernels run. The order-of-arrival contracts are left out: two
+// runs alone already differ.
+TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  set_buffer_mode(BufferMode::kPooled);
+  const bool was_checked = checked_launches();
+  set_checked_launches(false);
+  int batches = 0, compared = 0, errors = 0;
+  for (const KernelRecord& k : kernel_records()) {
+    const OpInfo* op = harness_registry().op(k.op);
+    ASSERT_NE(op, nullptr) << k.op;
+    const ContractInfo* contract = op->contract(k.contract);
+    ASSERT_NE(contract, nullptr) << k.op << " " << k.contract;
+    if (contract->order_of_arrival) continue;
+    const Impl alone_impl = kernel_impl(k, op->validate);
+    for (const auto& [direction, specs] : op->inputs) {
+      const std::vector<Case> cases = batch_cases(*op, direction, k.contract, 12);
+      std::vector<const Case*> pointers;
+      std::vector<Result> alone;
+      for (const Case& c : cases) {
+        pointers.push_back(&c);
+        Result r;
+        try {
+          r.outputs = alone_impl(c, *contract);
+        } catch (const std::exception& e) {
+          r.error = e.what();
+        }
+        alone.push_back(std::move(r));
+      }
+      for (const BufferMode mode : {BufferMode::kPooled, BufferMode::kSeparate}) {
+        set_buffer_mode(mode);
+        bool staged = false;
+        const std::vector<BatchOutcome> outcomes = run_batch(k, op->validate, *contract, pointers, kIlpDefault, &staged);
+        set_buffer_mode(BufferMode::kPooled);
+        const std::string where = k.op + "_" + std::string(direction_name(direction)) + " " + k.contract +
+                                  (mode == BufferMode::kPooled ? ", staged together" : ", case by case");
+        EXPECT_EQ(staged, mode == BufferMode::kPooled) << where;
+        ASSERT_EQ(outcomes.size(), cases.size()) << where;
+        ++batches;
+        for (size_t i = 0; i < cases.size(); ++i) {
+          Result got;
+          if (outcomes[i].error) got.error = error_text(outcomes[i].error);
+          else got.outputs = outcomes[i].outputs;
+          const std::string difference = result_difference(got, alone[i]);
+          EXPECT_TRUE(difference.empty()) << where << ", case " << i << " (" << describe(Outcome{alone[i].outputs, "", alone[i].error})
+                                          << "): " << difference;
+          ++compared;
+          errors += got.outputs ? 0 : 1;
+        }
+      }
+    }
+  }
+  set_checked_launches(was_checked);
+  EXPECT_GT(batches, 0);
+  EXPECT_GT(compared - errors, batches) << "too few cases computed to tell anything";
+  EXPECT_GT(errors, 0) << "no error input reached a batch";
+  RecordProperty("batches", batches);
+  RecordProperty("cases", compared);
 }
 
 // A launch's workspace is the thread's buffer on the thread's stream while no other holds it, the
