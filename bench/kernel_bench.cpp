@@ -368,10 +368,10 @@ void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, c
           continue;
         }
         bool together = false;
-        const std::vector<gpu::BatchOutcome> outcomes = gpu::run_batch(record, op.validate, contract, batch, gpu::kIlpDefault, &together);
+        const std::vector<BatchOutcome> outcomes = gpu::run_batch(record, op.validate, contract, batch, gpu::kIlpDefault, &together);
         ++calls;
         staged += together ? 1 : 0;
-        for (const gpu::BatchOutcome& o : outcomes)
+        for (const BatchOutcome& o : outcomes)
           if (o.error) std::rethrow_exception(o.error);
       } catch (const std::exception& e) {
         error = e.what();

@@ -171,15 +171,29 @@ class Campaign {
       known_ = corpus_signatures_;
     }
     fill_run_info(report_.run, options, targets_);
+    block_ = block_size();
   }
 
   reports::Report run() {
     start_ = last_progress_ = Clock::now();
-    OrderedWork<CaseResult> w;
-    w.may_start = [this](int64_t local) { return may_start(case_index(options_.shard, local)); };
-    w.work = [this](int64_t local) { return run_case(case_index(options_.shard, local)); };
-    w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
-    run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
+    if (block_ == 1) {
+      OrderedWork<CaseResult> w;
+      w.may_start = [this](int64_t local) { return may_start(case_index(options_.shard, local)); };
+      w.work = [this](int64_t local) { return run_case(case_index(options_.shard, local)); };
+      w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
+      run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
+    } else {
+      // Blocks of block_ consecutive cases, each target's cases in a block run in batches.
+      OrderedWork<std::vector<CaseResult>> w;
+      w.may_start = [this](int64_t block) { return may_start(case_index(options_.shard, block * block_)); };
+      w.work = [this](int64_t block) { return run_block(block); };
+      w.commit = [this](int64_t, std::vector<CaseResult>& results) {
+        for (CaseResult& r : results)
+          if (!commit(r)) return false;
+        return true;
+      };
+      run_ordered(options_.jobs, std::max<int64_t>(options_.jobs, kCasesInFlightPerJob * options_.jobs / block_), w);
+    }
     report_.run.elapsed_seconds = elapsed();
     report_.run.interrupted = interrupted();
     report_progress(true);
@@ -198,33 +212,95 @@ class Campaign {
 
   const Target& target_of(int64_t global) const { return targets_[static_cast<size_t>(global) % targets_.size()]; }
 
-  // Any thread.
-  CaseResult run_case(int64_t global) {
+  // Cases a unit of work runs: 1, or options.batch cases of every target where a side of some
+  // target's pairs has a batch path here (CaseRunner::batches), so that each target's cases of a
+  // block go through that side together. The results do not depend on it.
+  int64_t block_size() const {
+    if (options_.batch <= 1) return 1;
+    for (const Target& t : targets_)
+      for (const BackendPair& pair : t.pairs)
+        if (runner_.batches(t.op->name, pair.a) || runner_.batches(t.op->name, pair.b))
+          return static_cast<int64_t>(options_.batch) * static_cast<int64_t>(targets_.size());
+    return 1;
+  }
+
+  // A case generated, with the pairs that run on it; the outcomes of sides already run on it
+  // (a batch's) in `ready`.
+  struct Prepared {
     CaseResult result;
-    result.global = global;
-    result.target = &target_of(global);
-    const Target& target = *result.target;
-    std::optional<Case> c = generate(target, global);
-    result.generated = c.has_value();
-    if (c && target.op->classes) {
-      const std::vector<std::string> tags = target.op->classes(*c).tags;
-      const std::set<std::string> unique(tags.begin(), tags.end());
-      result.tags.assign(unique.begin(), unique.end());
-    }
+    std::optional<Case> c;
     std::vector<const BackendPair*> runs;  // into target.pairs, which outlives every result
     std::vector<BackendPair> pairs;
-    for (const BackendPair& pair : target.pairs)
-      if (!pair.twice() || runs_twice_on(*target.op, pair, global)) runs.push_back(&pair), pairs.push_back(pair);
-    std::vector<std::optional<DiffResult>> diffs(pairs.size());
-    if (c) diffs = runner_.run_pairs(*c, pairs);
-    for (size_t i = 0; i < runs.size(); ++i) {
-      PairOutcome o;
-      if (c && diffs[i]) o = outcome_of(target, *runs[i], *c, *diffs[i], global);
-      else o.kind = c ? kBackendUnusable : kGenerationFailed;
-      o.pair = runs[i];
-      result.pairs.push_back(std::move(o));
+    CaseRunner::Ready ready;
+  };
+
+  // Any thread.
+  Prepared prepare(int64_t global) {
+    Prepared p;
+    p.result.global = global;
+    p.result.target = &target_of(global);
+    const Target& target = *p.result.target;
+    p.c = generate(target, global);
+    p.result.generated = p.c.has_value();
+    if (p.c && target.op->classes) {
+      const std::vector<std::string> tags = target.op->classes(*p.c).tags;
+      const std::set<std::string> unique(tags.begin(), tags.end());
+      p.result.tags.assign(unique.begin(), unique.end());
     }
-    return result;
+    for (const BackendPair& pair : target.pairs)
+      if (!pair.twice() || runs_twice_on(*target.op, pair, global)) p.runs.push_back(&pair), p.pairs.push_back(pair);
+    return p;
+  }
+
+  // Any thread: the case's pairs (the sides in p.ready not run again) and their findings shrunk.
+  CaseResult finish(Prepared& p) {
+    const Target& target = *p.result.target;
+    std::vector<std::optional<DiffResult>> diffs(p.pairs.size());
+    if (p.c) diffs = runner_.run_pairs(*p.c, p.pairs, &p.ready);
+    for (size_t i = 0; i < p.runs.size(); ++i) {
+      PairOutcome o;
+      if (p.c && diffs[i]) o = outcome_of(target, *p.runs[i], *p.c, *diffs[i], p.result.global);
+      else o.kind = p.c ? kBackendUnusable : kGenerationFailed;
+      o.pair = p.runs[i];
+      p.result.pairs.push_back(std::move(o));
+    }
+    return std::move(p.result);
+  }
+
+  CaseResult run_case(int64_t global) {
+    Prepared p = prepare(global);
+    return finish(p);
+  }
+
+  // Any thread: the cases of block `block` (up to the case bound), each target's generated cases
+  // in batches of options.batch through every side with a batch path, then each case as run_case.
+  std::vector<CaseResult> run_block(int64_t block) {
+    std::vector<Prepared> prepared;
+    for (int64_t local = block * block_; local < (block + 1) * block_; ++local) {
+      const int64_t global = case_index(options_.shard, local);
+      if (options_.max_cases && global >= *options_.max_cases) break;
+      prepared.push_back(prepare(global));
+    }
+    std::map<const Target*, std::vector<Prepared*>> by_target;
+    for (Prepared& p : prepared)
+      if (p.c) by_target[p.result.target].push_back(&p);
+    for (const auto& [target, cases] : by_target) {
+      std::vector<std::string> backends;
+      for (const BackendPair& pair : target->pairs)
+        for (const std::string& side : {pair.a, pair.b})
+          if (std::find(backends.begin(), backends.end(), side) == backends.end()) backends.push_back(side);
+      for (size_t first = 0; first < cases.size(); first += static_cast<size_t>(options_.batch)) {
+        const size_t end = std::min(cases.size(), first + static_cast<size_t>(options_.batch));
+        std::vector<const Case*> batch;
+        for (size_t i = first; i < end; ++i) batch.push_back(&*cases[i]->c);
+        std::vector<CaseRunner::Ready> ready = runner_.run_batches(batch, backends);
+        for (size_t i = first; i < end; ++i) cases[i]->ready = std::move(ready[i - first]);
+      }
+    }
+    std::vector<CaseResult> results;
+    results.reserve(prepared.size());
+    for (Prepared& p : prepared) results.push_back(finish(p));
+    return results;
   }
 
   // RapidCheck keeps its implicit parameters (gen::exec's handler) in process-wide stacks that are
@@ -420,6 +496,7 @@ class Campaign {
   const CampaignOptions& options_;
   std::vector<Target> targets_;
   CaseRunner runner_;
+  int64_t block_ = 1;  // cases a unit of work (block_size)
   std::set<std::string> corpus_signatures_;  // in the corpus before the run; read by every thread
   std::mutex generate_mutex_;
   std::mutex claims_mutex_;
@@ -505,6 +582,9 @@ void check_options(const CampaignOptions& options) {
   if (options.jobs < 1 || options.jobs > kMaxJobs)
     throw std::invalid_argument("jobs: expected an integer from 1 to " + std::to_string(kMaxJobs) + ", got " +
                                 std::to_string(options.jobs));
+  if (options.batch < 1 || options.batch > kMaxBatch)
+    throw std::invalid_argument("batch: expected an integer from 1 to " + std::to_string(kMaxBatch) + ", got " +
+                                std::to_string(options.batch));
   if (options.max_shrink_calls < 1)
     throw std::invalid_argument("max_shrink_calls: expected an integer >= 1, got " +
                                 std::to_string(options.max_shrink_calls));

@@ -51,6 +51,10 @@ inline constexpr int kMaxJobs = 1024;
 // this bounds the results waiting for it.
 inline constexpr int64_t kCasesInFlightPerJob = 1024;
 inline constexpr int64_t kDefaultNondeterminismEvery = 8;
+// Cases of one op and direction that a backend with a batch path (Registry::batch_impl: bitparity's
+// CUDA kernels) runs in one call (--batch).
+inline constexpr int kDefaultBatch = 16;
+inline constexpr int kMaxBatch = 1024;
 
 struct Shard {
   int64_t index = 0, count = 1;
@@ -83,6 +87,12 @@ struct CampaignOptions {
   int max_shrink_calls = fuzz::kDefaultMaxShrinkCalls;  // >= 1
   double shrink_seconds = kDefaultShrinkSeconds;        // per shrink; finite and >= 0
   int jobs = 1;                                          // threads, 1 .. kMaxJobs
+  // Where a side of the pairs has a batch path here (the CUDA kernels: one copy in, every case's
+  // launches, one copy out, one synchronization), each job takes a block of `batch` cases of every
+  // target and runs each target's cases through that side together; 1 runs every case alone. The
+  // report and the corpus are the same for every value; a budget or an interrupt ends the run
+  // after the block in progress. 1 .. kMaxBatch.
+  int batch = kDefaultBatch;
   // The default pairs include each non-reference implementation against itself (K:C vs K:C: the
   // case runs twice, a difference is a `nondeterminism` finding). An order-of-arrival contract
   // runs twice on every case; any other on one case in this many (0: never). A self pair asked for
@@ -106,7 +116,7 @@ std::vector<corpus::BackendPair> pairs_for(const Registry& registry, const OpInf
 
 // std::invalid_argument naming the option when a number is out of range (a NaN or infinite
 // budget, a negative case bound, no shrink calls, a negative or NaN shrink time, jobs outside
-// 1 .. kMaxJobs, a shard outside 0 <= i < n).
+// 1 .. kMaxJobs, a batch outside 1 .. kMaxBatch, a shard outside 0 <= i < n).
 void check_options(const CampaignOptions& options);
 
 // Checks the options and the corpus folder (it must be a folder, or creatable, that takes new

@@ -1,6 +1,7 @@
 // The campaign on the fake "toy" registry: pairs, shards, deduplication, corpus writing, stop.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
@@ -8,6 +9,8 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -586,6 +589,132 @@ TEST_F(CampaignTest, EveryNumberOfJobsGivesTheReportAndCorpusOfOne) {
     }
     fs::remove_all(dir);
   }
+}
+
+// fake_gpu:exact with a batch path (Registry::add_batch_impl) that logs the size of every batch it
+// is given. Both paths fail on a case of 13k + 12 elements, as a launch error would: a backend error
+// from a batch must be the finding it is alone.
+struct BatchLog {
+  std::mutex mutex;
+  std::vector<size_t> sizes;
+};
+
+Registry with_batches(Registry r, const std::shared_ptr<BatchLog>& log) {
+  const Impl exact = *r.impl("toy", "fake_gpu:exact");
+  const Impl failing = [exact](const Case& c, const ContractInfo& info) {
+    if (c.input("x")->numel() % 13 == 12) throw std::runtime_error("fake launch failure");
+    return exact(c, info);
+  };
+  r.add_impl("toy", "fake_gpu", "exact", failing);
+  r.add_batch_impl("toy", "fake_gpu", "exact", [failing, log](const std::vector<const Case*>& cases, const ContractInfo& info) {
+    {
+      const std::lock_guard<std::mutex> lock(log->mutex);
+      log->sizes.push_back(cases.size());
+    }
+    std::vector<BatchOutcome> out(cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) {
+      try {
+        out[i].outputs = failing(*cases[i], info);
+      } catch (...) {
+        out[i].error = std::current_exception();
+      }
+    }
+    return out;
+  });
+  return r;
+}
+
+// --batch changes how many cases a side with a batch path gets a call, not what is found: the
+// report and the corpus bytes are those of --batch 1 on every number of jobs, with findings of
+// several kinds (a backend error among them) and shrinking; the batch path really ran, in batches
+// of at most --batch cases, and not at all under --batch 1.
+TEST_F(CampaignTest, EveryBatchSizeGivesTheReportAndCorpusOfOne) {
+  const auto log = std::make_shared<BatchLog>();
+  const Registry batched = with_batches(with_jitter(registry), log);
+  CampaignOptions o = options();
+  o.pairs = {{"fake_gpu:exact", "ref:exact"}, {"ref:exact", "ref:sloppy"}, {"fake_gpu:exact", "fake_gpu:exact"}};
+  std::optional<reports::Report> first;
+  std::map<std::string, std::string> first_files;
+  for (const auto& [batch, jobs] : std::vector<std::pair<int, int>>{{1, 1}, {16, 1}, {16, 3}, {5, 4}}) {
+    const std::string name = "batch" + std::to_string(batch) + "_jobs" + std::to_string(jobs);
+    const fs::path dir = fresh_dir(name);
+    o.corpus_dir = dir;
+    o.batch = batch;
+    o.jobs = jobs;
+    log->sizes.clear();
+    const reports::Report report = without_times(run_campaign(batched, o));
+    EXPECT_EQ(total_cases(report), 3 * kCases) << name;
+    if (batch == 1) {
+      EXPECT_TRUE(log->sizes.empty()) << "--batch 1 ran the batch path";
+    } else {
+      ASSERT_FALSE(log->sizes.empty()) << name << ": the batch path never ran";
+      EXPECT_LE(*std::max_element(log->sizes.begin(), log->sizes.end()), static_cast<size_t>(batch)) << name;
+      EXPECT_EQ(*std::max_element(log->sizes.begin(), log->sizes.end()), static_cast<size_t>(batch)) << name;
+      size_t batched_cases = 0;
+      for (const size_t n : log->sizes) batched_cases += n;
+      EXPECT_GE(batched_cases, static_cast<size_t>(kCases) / 2) << name << ": most cases ran alone";
+    }
+    if (!first) {
+      first = report;
+      first_files = corpus_files(dir);
+      std::set<std::string> kinds;
+      for (const reports::FindingRecord& f : report.findings) kinds.insert(f.kind);
+      EXPECT_TRUE(kinds.count("backend_error")) << "no case failed in the backend";
+      EXPECT_TRUE(kinds.count("bit_mismatch")) << "no bit mismatch";
+    } else {
+      EXPECT_EQ(report.counts, first->counts) << name;
+      EXPECT_EQ(report.coverage, first->coverage) << name;
+      EXPECT_EQ(report.findings, first->findings) << name;
+      EXPECT_EQ(report.run, first->run) << name;
+      EXPECT_EQ(corpus_files(dir), first_files) << name;
+    }
+    fs::remove_all(dir);
+  }
+}
+
+// run_batch_impl gives each case what run_impl gives it alone: outputs, a rejection of run_impl's
+// own checks (a missing input) without reaching the batch path, and the batch path's per-case error.
+TEST_F(CampaignTest, ABatchGivesEachCaseItsRunAlone) {
+  const auto log = std::make_shared<BatchLog>();
+  const Registry batched = with_batches(registry, log);
+  std::vector<Case> cases;
+  for (const int64_t rows : {3, 12, 7}) cases.push_back(testing::toy_case(rows, 1, std::vector<float>(rows, 3.0f)));
+  Case missing = cases[0];
+  missing.inputs.clear();
+  cases.insert(cases.begin() + 1, missing);
+  std::vector<const Case*> pointers;
+  for (const Case& c : cases) pointers.push_back(&c);
+  const std::vector<BatchOutcome> outcomes = run_batch_impl(batched, "fake_gpu:exact", pointers);
+  ASSERT_EQ(outcomes.size(), 4u);
+  ASSERT_EQ(log->sizes, std::vector<size_t>{3}) << "the case without its input reached the batch path";
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string alone_error, batch_error;
+    std::optional<TensorMap> alone;
+    try {
+      alone = run_impl(batched, "fake_gpu:exact", cases[i]);
+    } catch (const std::exception& e) {
+      alone_error = e.what();
+    }
+    if (outcomes[i].error) {
+      try {
+        std::rethrow_exception(outcomes[i].error);
+      } catch (const std::exception& e) {
+        batch_error = e.what();
+      }
+    }
+    EXPECT_EQ(batch_error, alone_error) << "case " << i;
+    if (alone) EXPECT_EQ(outcomes[i].outputs, *alone) << "case " << i;
+  }
+  EXPECT_TRUE(outcomes[1].error && outcomes[2].error) << "the missing input and the failing size";
+  EXPECT_FALSE(outcomes[0].error || outcomes[3].error);
+  // A backend without a batch path: one run_impl a case, the same outcomes.
+  const std::vector<BatchOutcome> plain = run_batch_impl(registry, "fake_gpu:exact", pointers);
+  ASSERT_EQ(plain.size(), 4u);
+  EXPECT_TRUE(plain[1].error);
+  EXPECT_FALSE(plain[2].error) << "the plain registry's fake_gpu does not fail on 12 elements";
+  Case other = cases[0];
+  other.op = "another_op";
+  EXPECT_THROW(run_batch_impl(batched, "fake_gpu:exact", {pointers[0], &other}), std::logic_error);
 }
 
 // Only the reference runs on several threads at once; another kind (a GPU, a worker process, a

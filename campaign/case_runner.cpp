@@ -78,8 +78,36 @@ DiffResult CaseRunner::diff(const Case& c, const BackendPair& pair) const {
   return corpus::classify(registry_, c, pair, a, b, options_);
 }
 
-std::vector<std::optional<DiffResult>> CaseRunner::run_pairs(const Case& c, const std::vector<BackendPair>& pairs) const {
+bool CaseRunner::batches(const std::string& op, const std::string& backend) const {
+  if (!registry_.batch_impl(op, backend)) return false;
+  const BackendKind* kind = registry_.backend(backend.substr(0, backend.find(':')));
+  return kind && !(kind->unavailable_reason && kind->unavailable_reason().has_value());
+}
+
+std::vector<CaseRunner::Ready> CaseRunner::run_batches(const std::vector<const Case*>& cases,
+                                                       const std::vector<std::string>& backends) const {
+  std::vector<Ready> ready(cases.size());
+  if (cases.empty()) return ready;
+  for (const std::string& backend : backends) {
+    if (!batches(cases.front()->op, backend)) continue;
+    std::vector<BatchOutcome> outcomes;
+    try {
+      const Held slot = slot_for(backend);
+      outcomes = run_batch_impl(registry_, backend, cases);
+    } catch (const std::exception& e) {
+      if (on_unusable_) on_unusable_(backend, e.what());
+      continue;  // run_pairs meets the same failure case by case
+    }
+    for (size_t i = 0; i < cases.size(); ++i) ready[i].emplace(backend, corpus::side_outcome(outcomes[i]));
+  }
+  return ready;
+}
+
+std::vector<std::optional<DiffResult>> CaseRunner::run_pairs(const Case& c, const std::vector<BackendPair>& pairs,
+                                                             const Ready* ready) const {
   std::map<std::string, std::optional<Outcome>> once;  // backend -> its outcome on the case
+  if (ready)
+    for (const auto& [backend, outcome] : *ready) once.emplace(backend, outcome);
   auto side = [&](const std::string& backend) -> const std::optional<Outcome>& {
     auto it = once.find(backend);
     if (it == once.end()) it = once.emplace(backend, run_side(backend, c)).first;

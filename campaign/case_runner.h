@@ -38,10 +38,19 @@ class CaseRunner {
   // Both sides, a then b, and the classification; throws (as corpus::diff_case) for a backend that
   // cannot be used at all.
   corpus::DiffResult diff(const Case& c, const corpus::BackendPair& pair) const;
+  // Outcomes of backends on one case computed before run_pairs (by run_batches), by backend name.
+  using Ready = std::map<std::string, Outcome>;
   // Every pair on the case, each backend run once (a self pair runs its backend twice): the result
-  // per pair, nullopt where a side could not be used at all.
-  std::vector<std::optional<corpus::DiffResult>> run_pairs(const Case& c,
-                                                           const std::vector<corpus::BackendPair>& pairs) const;
+  // per pair, nullopt where a side could not be used at all. A backend whose outcome `ready` holds
+  // is not run again (a self pair's second run still is).
+  std::vector<std::optional<corpus::DiffResult>> run_pairs(const Case& c, const std::vector<corpus::BackendPair>& pairs,
+                                                           const Ready* ready = nullptr) const;
+  // Whether `backend` has a batch path for `op` (Registry::batch_impl) and its kind can run here.
+  bool batches(const std::string& op, const std::string& backend) const;
+  // Each of `backends` that batches() the cases' op (one op and direction), run once on all of
+  // `cases` under its kind's slot (run_batch_impl): per case the outcome run_side would give, in
+  // ready[i][backend]. Backends without a batch path are left for run_pairs.
+  std::vector<Ready> run_batches(const std::vector<const Case*>& cases, const std::vector<std::string>& backends) const;
 
   const CompareOptions& compare_options() const { return options_; }
 

@@ -73,7 +73,7 @@ struct CampaignFlags {
   std::string budget_seconds = "60", seed = "0", max_cases,
               max_shrink_calls = std::to_string(fuzz::kDefaultMaxShrinkCalls),
               shrink_seconds = std::to_string(static_cast<int>(campaign::kDefaultShrinkSeconds)),
-              jobs = std::to_string(all_cores()),
+              jobs = std::to_string(all_cores()), batch = std::to_string(campaign::kDefaultBatch),
               nondeterminism_every = std::to_string(campaign::kDefaultNondeterminismEvery);
   std::vector<std::string> pairs;
   std::vector<std::string> ops;
@@ -90,6 +90,7 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
       parse_integer(flags.max_shrink_calls, "--max-shrink-calls", 1, std::numeric_limits<int>::max()));
   o.shrink_seconds = parse_number(flags.shrink_seconds, "--shrink-seconds", 0, kMaxBudgetSeconds);
   o.jobs = static_cast<int>(parse_integer(flags.jobs, "--jobs", 1, campaign::kMaxJobs));
+  o.batch = static_cast<int>(parse_integer(flags.batch, "--batch", 1, campaign::kMaxBatch));
   o.nondeterminism_every = parse_integer(flags.nondeterminism_every, "--nondeterminism-every", 0,
                                          std::numeric_limits<int64_t>::max());
   for (const std::string& p : flags.pairs) {
@@ -291,6 +292,16 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                       " (default: every core). The report and the corpus are those of --jobs 1; bitparity's CPU "
                       "reference and CUDA kernels run on several threads at once (the kernels each thread on its own "
                       "stream), a pool of N workers (--devices N) N cases at once, every other kind one at a time")
+      ->type_name("N")
+      ->capture_default_str();
+  app->add_option("--batch", f->batch,
+                  "cases of one op and direction that bitparity's CUDA kernels run in one round trip, 1 .. " +
+                      std::to_string(campaign::kMaxBatch) +
+                      ": their inputs in one copy, their launches back to back, their outputs in one copy and one "
+                      "synchronization (small cases: one that does not fit runs alone). Each case is still judged and "
+                      "shrunk alone, and the report and the corpus are those of --batch 1; a budget or an interrupt "
+                      "ends the run after the block of cases in progress. No effect where no side has a batch path "
+                      "(the reference, workers, plug-ins)")
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--nondeterminism-every", f->nondeterminism_every,

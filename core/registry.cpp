@@ -63,6 +63,18 @@ const BackendKind* Registry::backend(const std::string& name) const {
   return nullptr;
 }
 
+void Registry::add_batch_impl(const std::string& op, const std::string& backend, const std::string& contract,
+                              BatchImpl impl) {
+  const std::string name = backend + ":" + contract;
+  if (!this->impl(op, name)) throw std::logic_error("a batch path of " + name + " for " + op + ", which has no implementation");
+  batch_impls_[{op, name}] = std::move(impl);
+}
+
+const BatchImpl* Registry::batch_impl(const std::string& op, const std::string& backend_contract) const {
+  auto it = batch_impls_.find({op, backend_contract});
+  return it == batch_impls_.end() ? nullptr : &it->second;
+}
+
 const Impl* Registry::impl(const std::string& op, const std::string& backend_contract) const {
   auto it = impls_.find({op, backend_contract});
   return it == impls_.end() ? nullptr : &it->second;
@@ -90,7 +102,13 @@ std::pair<std::string, std::string> split_backend_name(const std::string& name) 
   return {name.substr(0, colon), name.substr(colon + 1)};
 }
 
-TensorMap run_impl(const Registry& registry, const std::string& backend_contract, const Case& c) {
+namespace {
+
+// run_impl's checks of one case: the backend is known, available and implements the op under a
+// contract the op has, the direction exists, every required input is present, and the op's
+// validate accepts the case. The implementation and the contract, or the exception run_impl throws.
+std::pair<const Impl*, const ContractInfo*> checked(const Registry& registry, const std::string& backend_contract,
+                                                    const Case& c) {
   const auto [kind, contract] = split_backend_name(backend_contract);
   const BackendKind* backend = registry.backend(kind);
   if (!backend) throw std::runtime_error("unknown backend kind '" + kind + "' (see `bitparity list`)");
@@ -110,7 +128,53 @@ TensorMap run_impl(const Registry& registry, const std::string& backend_contract
   for (const TensorSpec& s : specs->second)
     if (!s.optional && !c.input(s.name)) throw RejectError("shape", c.op + ": missing required input " + s.name);
   if (info->validate) info->validate(c, *contract_info);
-  return (*impl)(c, *contract_info);
+  return {impl, contract_info};
+}
+
+}  // namespace
+
+TensorMap run_impl(const Registry& registry, const std::string& backend_contract, const Case& c) {
+  const auto [impl, contract] = checked(registry, backend_contract, c);
+  return (*impl)(c, *contract);
+}
+
+std::vector<BatchOutcome> run_batch_impl(const Registry& registry, const std::string& backend_contract,
+                                         const std::vector<const Case*>& cases) {
+  std::vector<BatchOutcome> outcomes(cases.size());
+  std::vector<const Case*> accepted;
+  std::vector<size_t> at;  // accepted[j] is cases[at[j]]
+  const ContractInfo* contract = nullptr;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i]->op != cases.front()->op || cases[i]->direction != cases.front()->direction)
+      throw std::logic_error("run_batch_impl: a batch of more than one op and direction");
+    try {
+      const auto [impl, info] = checked(registry, backend_contract, *cases[i]);
+      contract = info;
+      accepted.push_back(cases[i]);
+      at.push_back(i);
+    } catch (...) {
+      outcomes[i].error = std::current_exception();
+    }
+  }
+  if (accepted.empty()) return outcomes;
+  const BatchImpl* batch = registry.batch_impl(cases.front()->op, backend_contract);
+  if (!batch) {
+    const Impl& impl = *registry.impl(cases.front()->op, backend_contract);
+    for (size_t j = 0; j < accepted.size(); ++j) {
+      try {
+        outcomes[at[j]].outputs = impl(*accepted[j], *contract);
+      } catch (...) {
+        outcomes[at[j]].error = std::current_exception();
+      }
+    }
+    return outcomes;
+  }
+  std::vector<BatchOutcome> results = (*batch)(accepted, *contract);
+  if (results.size() != accepted.size())
+    throw std::logic_error(backend_contract + "'s batch path gave " + std::to_string(results.size()) + " outcomes for " +
+                           std::to_string(accepted.size()) + " cases");
+  for (size_t j = 0; j < accepted.size(); ++j) outcomes[at[j]] = std::move(results[j]);
+  return outcomes;
 }
 
 }  // namespace bitparity

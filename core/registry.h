@@ -7,6 +7,7 @@
 // replay, fuzzing, benchmarks) iterate this registry and never name an op themselves.
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <map>
 #include <optional>
@@ -184,6 +185,20 @@ struct OpInfo {
 // or throws RejectError (a reference's "unmodelled").
 using Impl = std::function<TensorMap(const Case&, const ContractInfo& contract)>;
 
+// What a batch implementation gives one case of several: its outputs, or the exception that the
+// case's run alone would have thrown (a RejectError, a device error), for the caller to rethrow and
+// judge as it judges a single run.
+struct BatchOutcome {
+  TensorMap outputs;
+  std::exception_ptr error;
+};
+
+// Runs several cases of one op and direction, each of which the op's validate accepted under
+// `contract`, in one call where the backend gains by it (bitparity's CUDA kernels: one copy in,
+// every case's launches, one copy out, one synchronization): one outcome a case, in the cases'
+// order, each the Impl's on that case alone.
+using BatchImpl = std::function<std::vector<BatchOutcome>(const std::vector<const Case*>& cases, const ContractInfo& contract)>;
+
 struct BackendKind {
   std::string name;  // "ref", "cuda"
   std::string doc;
@@ -209,11 +224,15 @@ class Registry {
   void add_backend(BackendKind backend);
   void add_impl(const std::string& op, const std::string& backend, const std::string& contract, Impl impl);
   void add_impls(const std::string& backend, const std::vector<ImplEntry>& entries);
+  // A batch path beside an implementation already added (add_impl).
+  void add_batch_impl(const std::string& op, const std::string& backend, const std::string& contract, BatchImpl impl);
 
   const OpInfo* op(const std::string& name) const;
   const BackendKind* backend(const std::string& name) const;
   // "ref:megatron_eager" -> its implementation of `op`; nullptr when there is none.
   const Impl* impl(const std::string& op, const std::string& backend_contract) const;
+  // The batch path of "kind:contract" for `op`; nullptr when it has none (its cases run one at a time).
+  const BatchImpl* batch_impl(const std::string& op, const std::string& backend_contract) const;
   // "kind:contract" names of every implementation of `op`.
   std::vector<std::string> impls_of(const std::string& op) const;
 
@@ -224,6 +243,7 @@ class Registry {
   std::vector<OpInfo> ops_;
   std::vector<BackendKind> backends_;
   std::map<std::pair<std::string, std::string>, Impl> impls_;  // (op, "kind:contract")
+  std::map<std::pair<std::string, std::string>, BatchImpl> batch_impls_;
 };
 
 // A backend kind that a worker or a plug-in names: [a-z][a-z0-9_]*, at most kMaxKindNameLength
@@ -238,6 +258,13 @@ std::pair<std::string, std::string> split_backend_name(const std::string& name);
 // that the required inputs are present, and the op's validate. Throws RejectError for inputs the
 // contract refuses and std::runtime_error for unknown names.
 TensorMap run_impl(const Registry& registry, const std::string& backend_contract, const Case& c);
+
+// run_impl on several cases of one op and direction (std::logic_error otherwise): each case's
+// outcome is its run_impl's (its outputs, or the exception run_impl throws on it), the cases that
+// pass run_impl's checks going through the backend's batch path in one call where it has one, one
+// call a case otherwise.
+std::vector<BatchOutcome> run_batch_impl(const Registry& registry, const std::string& backend_contract,
+                                         const std::vector<const Case*>& cases);
 
 // The registry a harness executable iterates: builtin_registry() in the shipped test programs, a
 // test-only registry (a toy op) in the programs that prove the harnesses generic. Defined by

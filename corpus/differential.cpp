@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -73,6 +74,28 @@ bool is_differential_kind(std::string_view kind) {
          kind == kNondeterminism || kind == kDeviceFault || kind == kSanitizerHazard || kind == kUlpOverBudget;
 }
 
+namespace {
+
+// A side's exception as its outcome: a RejectError a rejection of its class, a sanitizer hazard,
+// a device fault, and anything else a backend error.
+Outcome outcome_of_error(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const RejectError& e) {
+    return Outcome{std::nullopt, e.error_class(), e.what()};
+  } catch (const SanitizerHazard& e) {
+    return Outcome{std::nullopt, std::string(kSanitizerHazard), e.what()};
+  } catch (const DeviceFault& e) {
+    return Outcome{std::nullopt, std::string(kDeviceFault), e.what()};
+  } catch (const std::exception& e) {
+    return Outcome{std::nullopt, std::string(kBackendError), e.what()};
+  } catch (...) {
+    return Outcome{std::nullopt, std::string(kBackendError), "an exception that is not a std::exception"};
+  }
+}
+
+}  // namespace
+
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c) {
   // A backend that cannot be used at all: run_outcome throws the registry's own message for it.
   const BackendKind* info = registry.backend(split_backend_name(backend).first);
@@ -81,13 +104,14 @@ Outcome run_side(const Registry& registry, const std::string& backend, const Cas
   if (!usable) return run_outcome(registry, backend, c);
   try {
     return run_outcome(registry, backend, c);
-  } catch (const SanitizerHazard& e) {
-    return Outcome{std::nullopt, std::string(kSanitizerHazard), e.what()};
-  } catch (const DeviceFault& e) {
-    return Outcome{std::nullopt, std::string(kDeviceFault), e.what()};
-  } catch (const std::exception& e) {
-    return Outcome{std::nullopt, std::string(kBackendError), e.what()};
+  } catch (...) {
+    return outcome_of_error(std::current_exception());
   }
+}
+
+Outcome side_outcome(const BatchOutcome& b) {
+  if (b.error) return outcome_of_error(b.error);
+  return Outcome{b.outputs, "", ""};
 }
 
 std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only) {

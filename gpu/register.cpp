@@ -51,6 +51,14 @@ void register_cuda(Registry& registry) {
     entries.push_back({record.op, record.contract, kernel_impl(record, op->validate)});
   }
   registry.add_impls("cuda", entries);
+  // Each record's batch path: small cases staged together, one synchronization (run_batch).
+  for (const KernelRecord& record : kernel_records()) {
+    const Validate validate = registry.op(record.op)->validate;
+    registry.add_batch_impl(record.op, "cuda", record.contract,
+                            [&record, validate](const std::vector<const Case*>& cases, const ContractInfo& contract) {
+                              return run_batch(record, validate, contract, cases);
+                            });
+  }
 }
 
 }  // namespace bitparity::gpu

@@ -5,7 +5,6 @@
 // launch on inputs uploaded once. No op writes host <-> device glue of its own. Host code.
 #pragma once
 
-#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -59,14 +58,6 @@ using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
 // poisoned, bind and launch at `ilp` on the calling thread's stream, download. Calls from several
 // threads run at once, each on its own stream and its own buffers.
 Impl kernel_impl(KernelRecord record, Validate validate, int ilp = kIlpDefault);
-
-// What run_batch gives one case: its outputs, or the exception its run alone would have thrown
-// (RejectError, an input error from validate, a CudaError), for the caller to rethrow and judge
-// as it judges a single run.
-struct BatchOutcome {
-  TensorMap outputs;
-  std::exception_ptr error;
-};
 
 // Runs several cases of one record in one round trip where they are small: each case validated,
 // every valid case's tensors staged together (CaseBatchTensors: one copy in), each bound and
