@@ -147,6 +147,11 @@ TEST(Options, OutOfRangeNumbersAreRejectedBeforeAnyWork) {
     o.jobs = jobs;
     EXPECT_THROW(check_options(o), std::invalid_argument) << jobs;
   }
+  for (const int batch : {0, -1, kMaxBatch + 1}) {
+    o = {};
+    o.batch = batch;
+    EXPECT_THROW(check_options(o), std::invalid_argument) << batch;
+  }
   o = {};
   o.shard = {2, 2};
   EXPECT_THROW(check_options(o), std::invalid_argument);
