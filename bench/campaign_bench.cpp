@@ -10,7 +10,10 @@
 //                  non-reference kind against the reference, K:C vs ref:C, as a GPU campaign runs
 //                  them), on 1 thread and on as many threads as the machine has cores (threads:N):
 //                  `cases` is differential cases per second of the whole process. Skipped where no
-//                  such kind is available (no GPU).
+//                  such kind is available (no GPU). Device/OP/DIR/batch:N: each thread takes N cases
+//                  at a time and runs them through the sides with a batch path together (the CUDA
+//                  kernels: one copy in, one synchronization), then pairs each, as a campaign's
+//                  block does under `--batch N`.
 //   Side/OP/DIR/B  one backend B of the op (every implementation the registry has, references
 //                  included) on the small cases, one thread: `cases` is that side's runs per second,
 //                  what each side adds to a Device/ or Small/ case. Skipped where B's kind is not
@@ -117,7 +120,7 @@ void run_small(benchmark::State& state, const OpInfo* op, Direction d) {
 
 // The small cases through K:C vs ref:C for every available kind K but the reference; one CaseRunner
 // shared by the benchmark's threads, as a campaign's --jobs threads share theirs.
-void run_device(benchmark::State& state, const OpInfo* op, Direction d) {
+void run_device(benchmark::State& state, const OpInfo* op, Direction d, int batch) {
   static std::map<std::string, std::vector<Case>> pools;  // per op and direction, drawn by thread 0
   static std::unique_ptr<CaseRunner> runner;
   const std::string key = op->name + "/" + std::string(bitparity::direction_name(d));
@@ -126,10 +129,15 @@ void run_device(benchmark::State& state, const OpInfo* op, Direction d) {
     if (!runner) runner = std::make_unique<CaseRunner>(bitparity::harness_registry(), bitparity::CompareOptions{});
   }
   const std::vector<BackendPair> pairs = bitparity::corpus::twin_pairs(bitparity::harness_registry(), op->name, true);
+  std::vector<std::string> backends;  // the pairs' sides, each once: those with a batch path run a batch together
+  for (const BackendPair& pair : pairs)
+    for (const std::string& side : {pair.a, pair.b})
+      if (std::find(backends.begin(), backends.end(), side) == backends.end()) backends.push_back(side);
   // Every thread reads the pool only once the loop has started (Google Benchmark starts the loops
   // of all threads together, after thread 0's set-up above).
   size_t next = static_cast<size_t>(state.thread_index()) * 7;
   int64_t elements = 0;
+  std::vector<const Case*> cases;
   for (auto _ : state) {
     const std::vector<Case>& pool = pools.at(key);
     if (pool.empty() || pairs.empty()) {
@@ -137,11 +145,18 @@ void run_device(benchmark::State& state, const OpInfo* op, Direction d) {
                                        : "no device kind available here (no GPU)");
       break;
     }
-    const Case& c = pool[next++ % pool.size()];
-    benchmark::DoNotOptimize(runner->run_pairs(c, pairs));
-    elements += input_elements(c);
+    cases.clear();
+    for (int i = 0; i < batch; ++i) cases.push_back(&pool[next++ % pool.size()]);
+    // As a campaign's block runs a target's cases (campaign.cpp, run_block): the batch paths first.
+    const std::vector<CaseRunner::Ready> ready =
+        batch > 1 ? runner->run_batches(cases, backends) : std::vector<CaseRunner::Ready>(1);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      benchmark::DoNotOptimize(runner->run_pairs(*cases[i], pairs, &ready[i]));
+      elements += input_elements(*cases[i]);
+    }
   }
-  state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["cases"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * batch, benchmark::Counter::kIsRate);
   state.counters["pairs"] = benchmark::Counter(static_cast<double>(pairs.size()), benchmark::Counter::kAvgThreads);
   state.counters["elements"] = benchmark::Counter(static_cast<double>(elements), benchmark::Counter::kIsRate);
 }
@@ -249,9 +264,13 @@ void register_all() {
   for (const OpInfo& op : bitparity::harness_registry().ops()) {
     if (!op.generate) continue;
     for (const auto& [d, specs] : op.inputs) {
-      const std::string name = "Device/" + op.name + "/" + std::string(bitparity::direction_name(d));
-      auto* b = fix(benchmark::RegisterBenchmark(name.c_str(), run_device, &op, d))->UseRealTime()->Threads(1);
-      if (cores > 1) b->Threads(cores);
+      // Device/OP/DIR: one case at a time; Device/OP/DIR/batch:N: N cases a batch, as `campaign --batch N`.
+      for (const int batch : {1, bitparity::campaign::kDefaultBatch}) {
+        const std::string name = "Device/" + op.name + "/" + std::string(bitparity::direction_name(d)) +
+                                 (batch > 1 ? "/batch:" + std::to_string(batch) : "");
+        auto* b = fix(benchmark::RegisterBenchmark(name.c_str(), run_device, &op, d, batch))->UseRealTime()->Threads(1);
+        if (cores > 1) b->Threads(cores);
+      }
     }
   }
   for (const OpInfo& op : bitparity::harness_registry().ops()) {
