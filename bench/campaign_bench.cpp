@@ -148,7 +148,7 @@ void run_device(benchmark::State& state, const OpInfo* op, Direction d, int batc
     cases.clear();
     for (int i = 0; i < batch; ++i) cases.push_back(&pool[next++ % pool.size()]);
     // As a campaign's block runs a target's cases (campaign.cpp, run_block): the batch paths first.
-    const std::vector<CaseRunner::Ready> ready =
+    std::vector<CaseRunner::Ready> ready =
         batch > 1 ? runner->run_batches(cases, backends) : std::vector<CaseRunner::Ready>(1);
     for (size_t i = 0; i < cases.size(); ++i) {
       benchmark::DoNotOptimize(runner->run_pairs(*cases[i], pairs, &ready[i]));

@@ -184,13 +184,13 @@ class Campaign {
       run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
     } else {
       // Blocks of block_ consecutive cases, each target's cases in a block run in batches.
-      OrderedWork<std::vector<CaseResult>> w;
+      OrderedWork<BlockResult> w;
       w.may_start = [this](int64_t block) { return may_start(case_index(options_.shard, block * block_)); };
       w.work = [this](int64_t block) { return run_block(block); };
-      w.commit = [this](int64_t, std::vector<CaseResult>& results) {
-        for (CaseResult& r : results)
+      w.commit = [this](int64_t, BlockResult& block) {
+        for (CaseResult& r : block.results)
           if (!commit(r)) return false;
-        return true;
+        return !block.cut;
       };
       run_ordered(options_.jobs, std::max<int64_t>(options_.jobs, kCasesInFlightPerJob * options_.jobs / block_), w);
     }
@@ -264,6 +264,8 @@ class Campaign {
       o.pair = p.runs[i];
       p.result.pairs.push_back(std::move(o));
     }
+    p.c.reset();  // a block's cases are let go as they finish
+    p.ready.clear();
     return std::move(p.result);
   }
 
@@ -272,35 +274,71 @@ class Campaign {
     return finish(p);
   }
 
-  // Any thread: the cases of block `block` (up to the case bound), each target's generated cases
-  // in batches of options.batch through every side with a batch path, then each case as run_case.
-  std::vector<CaseResult> run_block(int64_t block) {
-    std::vector<Prepared> prepared;
+  // What a block gives commit: its cases' results in case order, and whether it was cut short.
+  struct BlockResult {
+    std::vector<CaseResult> results;
+    bool cut = false;
+  };
+
+  // Any thread: the cases of block `block` (up to the case bound), one target at a time: the
+  // target's cases generated, each backend with a batch path run on them in batches of
+  // options.batch (each batch the cases whose pairs name that backend), then each case finished as
+  // run_case finishes it, and its tensors let go. A budget or a stop request met between two
+  // targets cuts the block: its results end before the first case not run, and the run ends after
+  // them, so that the committed cases are always 0 .. n-1.
+  BlockResult run_block(int64_t block) {
+    std::vector<int64_t> globals;
     for (int64_t local = block * block_; local < (block + 1) * block_; ++local) {
       const int64_t global = case_index(options_.shard, local);
       if (options_.max_cases && global >= *options_.max_cases) break;
-      prepared.push_back(prepare(global));
+      globals.push_back(global);
     }
-    std::map<const Target*, std::vector<Prepared*>> by_target;
-    for (Prepared& p : prepared)
-      if (p.c) by_target[p.result.target].push_back(&p);
-    for (const auto& [target, cases] : by_target) {
+    std::vector<std::pair<const Target*, std::vector<size_t>>> groups;  // positions by target, in case order
+    for (size_t i = 0; i < globals.size(); ++i) {
+      const Target* t = &target_of(globals[i]);
+      auto it = std::find_if(groups.begin(), groups.end(), [t](const auto& g) { return g.first == t; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {t, {}});
+      it->second.push_back(i);
+    }
+    std::vector<std::optional<CaseResult>> results(globals.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      if (g > 0 && (interrupted() || elapsed() >= options_.budget_seconds)) break;
+      const auto& [target, positions] = groups[g];
+      std::vector<Prepared> prepared;
+      prepared.reserve(positions.size());
+      for (const size_t i : positions) prepared.push_back(prepare(globals[i]));
       std::vector<std::string> backends;
       for (const BackendPair& pair : target->pairs)
         for (const std::string& side : {pair.a, pair.b})
           if (std::find(backends.begin(), backends.end(), side) == backends.end()) backends.push_back(side);
-      for (size_t first = 0; first < cases.size(); first += static_cast<size_t>(options_.batch)) {
-        const size_t end = std::min(cases.size(), first + static_cast<size_t>(options_.batch));
-        std::vector<const Case*> batch;
-        for (size_t i = first; i < end; ++i) batch.push_back(&*cases[i]->c);
-        std::vector<CaseRunner::Ready> ready = runner_.run_batches(batch, backends);
-        for (size_t i = first; i < end; ++i) cases[i]->ready = std::move(ready[i - first]);
-      }
+      const size_t batch = static_cast<size_t>(options_.batch);
+      for (size_t first = 0; first < prepared.size(); first += batch)
+        for (const std::string& backend : backends) {
+          std::vector<Prepared*> users;
+          for (size_t i = first; i < std::min(prepared.size(), first + batch); ++i) {
+            const Prepared& p = prepared[i];
+            if (p.c && std::any_of(p.pairs.begin(), p.pairs.end(),
+                                   [&](const BackendPair& q) { return q.a == backend || q.b == backend; }))
+              users.push_back(&prepared[i]);
+          }
+          if (users.empty()) continue;
+          std::vector<const Case*> cases;
+          for (const Prepared* p : users) cases.push_back(&*p->c);
+          std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
+          for (size_t k = 0; k < users.size(); ++k)
+            for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
+        }
+      for (size_t k = 0; k < prepared.size(); ++k) results[positions[k]] = finish(prepared[k]);
     }
-    std::vector<CaseResult> results;
-    results.reserve(prepared.size());
-    for (Prepared& p : prepared) results.push_back(finish(p));
-    return results;
+    BlockResult out;
+    for (std::optional<CaseResult>& r : results) {
+      if (!r) {
+        out.cut = true;
+        break;
+      }
+      out.results.push_back(std::move(*r));
+    }
+    return out;
   }
 
   // RapidCheck keeps its implicit parameters (gen::exec's handler) in process-wide stacks that are

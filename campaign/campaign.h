@@ -90,8 +90,9 @@ struct CampaignOptions {
   // Where a side of the pairs has a batch path here (the CUDA kernels: one copy in, every case's
   // launches, one copy out, one synchronization), each job takes a block of `batch` cases of every
   // target and runs each target's cases through that side together; 1 runs every case alone. The
-  // report and the corpus are the same for every value; a budget or an interrupt ends the run
-  // after the block in progress. 1 .. kMaxBatch.
+  // report and the corpus are the same for every value; a budget or an interrupt is seen between
+  // two targets of a block, and the run then ends before the first case of the block not run.
+  // 1 .. kMaxBatch.
   int batch = kDefaultBatch;
   // The default pairs include each non-reference implementation against itself (K:C vs K:C: the
   // case runs twice, a difference is a `nondeterminism` finding). An order-of-arrival contract

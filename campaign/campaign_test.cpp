@@ -675,6 +675,19 @@ TEST_F(CampaignTest, EveryBatchSizeGivesTheReportAndCorpusOfOne) {
     }
     fs::remove_all(dir);
   }
+  // A shard's blocks: its global indices i, i + n, ... in blocks, the report of its --batch 1 run.
+  o.shard = {1, 3};
+  o.corpus_dir.clear();
+  std::optional<reports::Report> shard_first;
+  for (const auto& [batch, jobs] : std::vector<std::pair<int, int>>{{1, 1}, {7, 2}}) {
+    o.batch = batch;
+    o.jobs = jobs;
+    const reports::Report report = without_times(run_campaign(batched, o));
+    EXPECT_EQ(total_cases(report), 3 * (kCases / 3)) << "shard 1/3, --batch " << batch;
+    if (!shard_first) shard_first = report;
+    else EXPECT_TRUE(report.counts == shard_first->counts && report.findings == shard_first->findings)
+        << "shard 1/3: --batch " << batch << " differs from --batch 1";
+  }
 }
 
 // run_batch_impl gives each case what run_impl gives it alone: outputs, a rejection of run_impl's
@@ -709,8 +722,17 @@ TEST_F(CampaignTest, ABatchGivesEachCaseItsRunAlone) {
     }
     EXPECT_EQ(batch_error, alone_error) << "case " << i;
     if (alone) EXPECT_EQ(outcomes[i].outputs, *alone) << "case " << i;
+    // As the campaign judges them: the same rejection class (a missing input is "shape", a failure
+    // of the backend "backend_error") and message.
+    const Outcome side = corpus::run_side(batched, "fake_gpu:exact", cases[i]);
+    const Outcome from_batch = corpus::side_outcome(outcomes[i]);
+    EXPECT_EQ(from_batch.reject_class, side.reject_class) << "case " << i;
+    EXPECT_EQ(from_batch.message, side.message) << "case " << i;
+    EXPECT_EQ(from_batch.outputs, side.outputs) << "case " << i;
   }
   EXPECT_TRUE(outcomes[1].error && outcomes[2].error) << "the missing input and the failing size";
+  EXPECT_EQ(corpus::side_outcome(outcomes[1]).reject_class, "shape");
+  EXPECT_EQ(corpus::side_outcome(outcomes[2]).reject_class, "backend_error");
   EXPECT_FALSE(outcomes[0].error || outcomes[3].error);
   // A backend without a batch path: one run_impl a case, the same outcomes.
   const std::vector<BatchOutcome> plain = run_batch_impl(registry, "fake_gpu:exact", pointers);

@@ -42,14 +42,16 @@ class CaseRunner {
   using Ready = std::map<std::string, Outcome>;
   // Every pair on the case, each backend run once (a self pair runs its backend twice): the result
   // per pair, nullopt where a side could not be used at all. A backend whose outcome `ready` holds
-  // is not run again (a self pair's second run still is).
+  // is not run again (a self pair's second run still is); the outcomes are moved out of it.
   std::vector<std::optional<corpus::DiffResult>> run_pairs(const Case& c, const std::vector<corpus::BackendPair>& pairs,
-                                                           const Ready* ready = nullptr) const;
+                                                           Ready* ready = nullptr) const;
   // Whether `backend` has a batch path for `op` (Registry::batch_impl) and its kind can run here.
   bool batches(const std::string& op, const std::string& backend) const;
   // Each of `backends` that batches() the cases' op (one op and direction), run once on all of
   // `cases` under its kind's slot (run_batch_impl): per case the outcome run_side would give, in
-  // ready[i][backend]. Backends without a batch path are left for run_pairs.
+  // ready[i][backend]. Backends without a batch path are left for run_pairs, and so is a backend
+  // whose batch fails as a whole (a staging allocation): its cases then run alone, where the
+  // failure, if it is theirs, shows as it does without batches.
   std::vector<Ready> run_batches(const std::vector<const Case*>& cases, const std::vector<std::string>& backends) const;
 
   const CompareOptions& compare_options() const { return options_; }

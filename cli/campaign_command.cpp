@@ -298,10 +298,9 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                   "cases of one op and direction that bitparity's CUDA kernels run in one round trip, 1 .. " +
                       std::to_string(campaign::kMaxBatch) +
                       ": their inputs in one copy, their launches back to back, their outputs in one copy and one "
-                      "synchronization (small cases: one that does not fit runs alone). Each case is still judged and "
-                      "shrunk alone, and the report and the corpus are those of --batch 1; a budget or an interrupt "
-                      "ends the run after the block of cases in progress. No effect where no side has a batch path "
-                      "(the reference, workers, plug-ins)")
+                      "synchronization (a batch too large for the thread's 8 MiB arena runs case by case). Each case is still judged and "
+                      "shrunk alone, and the report and the corpus are those of --batch 1. No effect where no side has a "
+                      "batch path (the reference, workers, plug-ins)")
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--nondeterminism-every", f->nondeterminism_every,

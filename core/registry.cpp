@@ -45,6 +45,7 @@ void Registry::add_impl(const std::string& op, const std::string& backend, const
   if (!info->has_contract(contract)) throw std::logic_error(op + " has no contract " + contract);
   if (!this->backend(backend)) throw std::logic_error("unregistered backend kind: " + backend);
   impls_[{op, backend + ":" + contract}] = std::move(impl);
+  batch_impls_.erase({op, backend + ":" + contract});  // a batch path belongs to the implementation it was added beside
 }
 
 void Registry::add_impls(const std::string& backend, const std::vector<ImplEntry>& entries) {

@@ -224,7 +224,8 @@ class Registry {
   void add_backend(BackendKind backend);
   void add_impl(const std::string& op, const std::string& backend, const std::string& contract, Impl impl);
   void add_impls(const std::string& backend, const std::vector<ImplEntry>& entries);
-  // A batch path beside an implementation already added (add_impl).
+  // A batch path beside an implementation already added (add_impl); adding the implementation
+  // again drops it.
   void add_batch_impl(const std::string& op, const std::string& backend, const std::string& contract, BatchImpl impl);
 
   const OpInfo* op(const std::string& name) const;

@@ -109,9 +109,9 @@ Outcome run_side(const Registry& registry, const std::string& backend, const Cas
   }
 }
 
-Outcome side_outcome(const BatchOutcome& b) {
+Outcome side_outcome(BatchOutcome b) {
   if (b.error) return outcome_of_error(b.error);
-  return Outcome{b.outputs, "", ""};
+  return Outcome{std::move(b.outputs), "", ""};
 }
 
 std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only) {

@@ -109,13 +109,14 @@ struct DiffResult {
 DiffResult classify(const Registry& registry, const Case& c, const BackendPair& pair, const Outcome& a,
                     const Outcome& b, const CompareOptions& options = {});
 // One side of a differential run: run_outcome, except that an exception of the implementation
-// itself (anything but a RejectError) becomes an outcome whose reject_class is kBackendError (or
-// kDeviceFault for a DeviceFault, kSanitizerHazard for a SanitizerHazard) and whose message is the exception's text. A backend that is unknown, cannot run here or does not
+// itself (anything but a RejectError, a std::exception or not) becomes an outcome whose
+// reject_class is kBackendError (or kDeviceFault for a DeviceFault, kSanitizerHazard for a
+// SanitizerHazard) and whose message is the exception's text. A backend that is unknown, cannot run here or does not
 // implement the op is the caller's error and throws std::runtime_error.
 Outcome run_side(const Registry& registry, const std::string& backend, const Case& c);
 // run_side's outcome for one case of a batch (run_batch_impl on a backend that can be used): its
 // outputs, or its exception judged as run_side judges it.
-Outcome side_outcome(const BatchOutcome& b);
+Outcome side_outcome(BatchOutcome b);
 // Runs both sides (run_side) and classifies: a side's backend error is a kBackendError finding.
 DiffResult diff_case(const Registry& registry, const Case& c, const BackendPair& pair,
                      const CompareOptions& options = {});

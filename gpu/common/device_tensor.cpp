@@ -89,12 +89,14 @@ DeviceTensor view_at(unsigned char* shared, size_t offset, DType dtype, const Sh
   return {dtype, shape, bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(shared + offset, bytes)};
 }
 
-// The bytes a batch of cases takes in the arena, each tensor on the boundary.
+// The bytes a batch of cases takes in the arena: each tensor on the boundary, and a guard after
+// each case of a batch of several.
 size_t staged_bytes(const std::vector<CaseBatchItem>& cases) {
   size_t total = 0;
   for (const CaseBatchItem& c : cases) {
     for (const auto& [name, t] : *c.inputs) total += aligned_bytes(t.nbytes());
     for (const auto& [name, meta] : *c.metas) total += aligned_bytes(meta_bytes(meta));
+    if (cases.size() > 1) total += CaseBatchTensors::kGuardBytes;
   }
   return total;
 }
@@ -105,35 +107,52 @@ unsigned char* take_shared(size_t total) {
   return thread_arena().take(total);
 }
 
+// From the first case's first output to the last case's last output.
 struct StagedRange {
   size_t outputs_begin = 0, outputs_end = 0;
 };
 
-// Lays the cases out in `shared` (every case's inputs, then every case's outputs, each tensor on
-// the boundary), one device map of views a case in `inputs` and `outputs`, and enqueues on the
-// thread's stream one copy of the inputs through the staging memory and the outputs' fill: with the
-// inputs' copy where the outputs are small, by a cudaMemsetAsync otherwise.
+// Lays the cases out in `shared`, one after another, each as a case alone lies (its inputs, then
+// its outputs, each tensor on the boundary), with kGuardBytes of the fill after each case of a
+// batch; one device map of views a case in `inputs` and `outputs`. Enqueues on the thread's stream
+// the inputs' copy through the staging memory and the outputs' fill: a batch's in one copy of the
+// whole range; a single case's fill with its inputs where its outputs are small, by a
+// cudaMemsetAsync otherwise.
 StagedRange stage_cases(unsigned char* shared, const std::vector<CaseBatchItem>& cases, int fill_byte,
                         std::vector<DeviceTensorMap>& inputs, std::vector<DeviceTensorMap>& outputs) {
-  unsigned char* staging = thread_staging().at_least(staged_bytes(cases));
-  size_t offset = 0;
+  const bool batch = cases.size() > 1;
+  const size_t total = staged_bytes(cases);
+  unsigned char* staging = thread_staging().at_least(total);
   inputs.clear();
   inputs.resize(cases.size());
   outputs.clear();
   outputs.resize(cases.size());
-  for (size_t i = 0; i < cases.size(); ++i)
+  StagedRange range;
+  size_t offset = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
     for (const auto& [name, t] : *cases[i].inputs) {
       if (t.nbytes() > 0) std::memcpy(staging + offset, t.data(), t.nbytes());
       inputs[i].emplace(name, view_at(shared, offset, t.dtype(), t.shape(), t.nbytes()));
       offset += aligned_bytes(t.nbytes());
     }
-  const size_t inputs_end = offset;
-  for (size_t i = 0; i < cases.size(); ++i)
+    const size_t case_outputs = offset;
+    if (i == 0) range.outputs_begin = offset;
     for (const auto& [name, meta] : *cases[i].metas) {
       outputs[i].emplace(name, view_at(shared, offset, meta.dtype, meta.shape, meta_bytes(meta)));
       offset += aligned_bytes(meta_bytes(meta));
     }
-  const StagedRange range{inputs_end, offset};
+    range.outputs_end = offset;
+    if (batch) {
+      offset += CaseBatchTensors::kGuardBytes;
+      std::memset(staging + case_outputs, fill_byte, offset - case_outputs);
+    }
+  }
+  if (batch) {
+    check_cuda(cudaMemcpyAsync(shared, staging, total, cudaMemcpyHostToDevice, cudaStreamPerThread),
+               "cudaMemcpyAsync of a batch's inputs");
+    return range;
+  }
+  const size_t inputs_end = range.outputs_begin;
   const size_t fill_bytes = range.outputs_end - range.outputs_begin;
   const bool fill_on_host = fill_bytes <= kFillWithInputsBytes;
   if (fill_on_host) std::memset(staging + range.outputs_begin, fill_byte, fill_bytes);
@@ -198,7 +217,7 @@ CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int 
     inputs_ = std::move(in[0]);
     outputs_ = std::move(out[0]);
   } catch (...) {
-    thread_arena().give_back();
+    release_shared(false);  // a copy already enqueued may still read the staging memory
     throw;
   }
 }
@@ -222,7 +241,7 @@ CaseBatchTensors::CaseBatchTensors(const std::vector<CaseBatchItem>& cases, int 
     outputs_begin_ = range.outputs_begin;
     outputs_end_ = range.outputs_end;
   } catch (...) {
-    thread_arena().give_back();
+    release_shared(false);  // a copy already enqueued may still read the staging memory
     shared_ = nullptr;
     throw;
   }

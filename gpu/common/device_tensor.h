@@ -71,12 +71,14 @@ class CaseTensors {
 };
 
 // Several small cases' tensors on the device at once, as run_batch (gpu/common/kernel_record.h)
-// stages them: every case's inputs, then every case's outputs, laid out as CaseTensors lays out one
-// case, in the calling thread's arena, with one copy in for all of them, the same fill, and one
-// copy out and one synchronization for all (download_outputs). Staged only where the whole batch
-// fits kSharedCaseBytes, the arena is free and the buffer mode is pooled; otherwise staged() is
-// false, the batch holds nothing, and its cases are run one at a time through CaseTensors. Used and
-// destroyed on the thread that made it.
+// stages them: one case after another in the calling thread's arena, each laid out as CaseTensors
+// lays out a case alone (its inputs, then its outputs poisoned), with kGuardBytes of poison after
+// each case, so that a kernel that reads or writes a little past its case's tensors meets poison,
+// as alone it meets unused memory, and not the next case's tensors. One copy in for the whole
+// batch, and one copy out and one synchronization for all (download_outputs). Staged only where the
+// whole batch fits kSharedCaseBytes, the arena is free and the buffer mode is pooled; otherwise
+// staged() is false, the batch holds nothing, and its cases are run one at a time through
+// CaseTensors. Used and destroyed on the thread that made it.
 struct CaseBatchItem {
   const TensorMap* inputs = nullptr;
   const OutputMetas* metas = nullptr;
@@ -84,6 +86,8 @@ struct CaseBatchItem {
 
 class CaseBatchTensors {
  public:
+  static constexpr size_t kGuardBytes = 4096;
+
   explicit CaseBatchTensors(const std::vector<CaseBatchItem>& cases, int fill_byte = kPoisonByte);
   ~CaseBatchTensors();
   CaseBatchTensors(const CaseBatchTensors&) = delete;

@@ -60,14 +60,37 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
       outcomes[i].error = std::current_exception();
     }
   }
+  bool replay = false;
   try {
     std::vector<TensorMap> outputs = batch.download_outputs();
     for (size_t j = 0; j < valid.size(); ++j)
       if (launched[j]) outcomes[valid[j]].outputs = std::move(outputs[j]);
   } catch (...) {
+    // The batch's copy out or synchronization failed: an error of some case's kernels, which the
+    // batch cannot name. Where the context survives it, the launched cases run again one at a time
+    // and each gets its own outcome; after a sticky fault nothing on this context can run again, and
+    // each launched case gets the fault (as every case after it does when cases run alone).
     const std::exception_ptr error = std::current_exception();
-    for (size_t j = 0; j < valid.size(); ++j)
-      if (launched[j]) outcomes[valid[j]].error = error;
+    try {
+      throw;
+    } catch (const CudaError& e) {
+      replay = !sticky_error(e.code());
+    } catch (...) {
+    }
+    if (!replay)
+      for (size_t j = 0; j < valid.size(); ++j)
+        if (launched[j]) outcomes[valid[j]].error = error;
+  }
+  if (replay) {
+    const Impl alone = kernel_impl(record, validate, ilp);
+    for (size_t j = 0; j < valid.size(); ++j) {
+      if (!launched[j]) continue;
+      try {
+        outcomes[valid[j]].outputs = alone(*cases[valid[j]], contract);
+      } catch (...) {
+        outcomes[valid[j]].error = std::current_exception();
+      }
+    }
   }
   return outcomes;
 }

@@ -63,11 +63,12 @@ Impl kernel_impl(KernelRecord record, Validate validate, int ilp = kIlpDefault);
 // every valid case's tensors staged together (CaseBatchTensors: one copy in), each bound and
 // launched in the cases' order on the calling thread's stream, then one copy out and one
 // synchronization for all. A case's outcome is the bytes or the error of its run alone through
-// kernel_impl: cases lie apart in memory and their launches run one after another on one stream.
-// A batch that cannot be staged together runs case by case; `staged`, where given, says which.
-// A failure that is not one case's (the batch's copy out or its synchronization, after a fault
-// inside some case's kernel) is every launched case's error: a caller that must name the case
-// replays them one at a time.
+// kernel_impl: each case lies as it lies alone, apart from the others behind a poisoned guard, and
+// their launches run one after another on one stream. A batch that cannot be staged together runs
+// case by case; `staged`, where given, says which. A failure of the copy out or the synchronization
+// (an error inside some case's kernels) runs the launched cases again one at a time, so that each
+// gets its own outcome, except after a sticky fault (gpu/runtime.h), which leaves nothing on the
+// context able to run: then each launched case gets the fault.
 std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& validate, const ContractInfo& contract,
                                     const std::vector<const Case*>& cases, int ilp = kIlpDefault,
                                     bool* staged = nullptr);

@@ -15,6 +15,7 @@
 #include <rapidcheck.h>
 
 #include "core/compare.h"
+#include "core/error.h"
 #include "core/outcome.h"
 #include "core/registry.h"
 #include "gpu/common/device_tensor.h"
@@ -327,14 +328,15 @@ TEST(CudaRuntime, CaseTensorsShareOneAllocationOnlyForSmallCases) {
 
 // --- several small cases in one round trip (run_batch) ---------------------------------------------
 
-// A batch's cases each on their own 256-byte-aligned ranges, no two overlapping, all inputs before
-// all outputs; each input arrives with its bytes and each output poisoned, by the fill that travels
-// with the inputs (small outputs) and by the device fill (outputs over 64 KiB in all); what a
-// kernel writes into one case's output comes back in that case's map only.
+// A batch's cases lie one after another, each as it lies alone (its inputs, then its outputs, each
+// tensor on its own 256-byte-aligned range), with at least kGuardBytes of poison between one case's
+// last tensor and the next case's first; each input arrives with its bytes and each output
+// poisoned, for small outputs and for outputs over 64 KiB in all; what a kernel writes into one
+// case's output comes back in that case's map only.
 TEST(CaseBatches, AStagedBatchLaysOutEachCaseApart) {
   if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
   set_buffer_mode(BufferMode::kPooled);
-  for (const int64_t out_elements : {int64_t{5}, int64_t{20000}}) {  // 3 x 80 KB of outputs: the device fill
+  for (const int64_t out_elements : {int64_t{5}, int64_t{20000}}) {  // 3 x 80 KB of outputs
     std::vector<TensorMap> inputs;
     std::vector<OutputMetas> metas;
     for (uint8_t i = 0; i < 3; ++i) {
@@ -348,30 +350,37 @@ TEST(CaseBatches, AStagedBatchLaysOutEachCaseApart) {
     const CaseBatchTensors batch(items);
     ASSERT_TRUE(batch.staged());
     ASSERT_EQ(batch.size(), 3u);
-    std::vector<std::pair<uintptr_t, uintptr_t>> ranges;
-    uintptr_t last_input_end = 0, first_output = UINTPTR_MAX;
+    std::vector<std::pair<uintptr_t, uintptr_t>> cases;  // each case's first byte and one past its last
     for (size_t i = 0; i < 3; ++i) {
+      uintptr_t begin = UINTPTR_MAX, end = 0, last_input_end = 0, first_output = UINTPTR_MAX;
       for (const bool is_input : {true, false})
         for (const auto& [name, d] : is_input ? batch.inputs(i) : batch.outputs(i)) {
           if (d.nbytes() == 0) {
             EXPECT_EQ(d.data(), nullptr) << name;
             continue;
           }
-          const auto begin = reinterpret_cast<uintptr_t>(d.data());
-          EXPECT_EQ(begin % 256, 0u) << "case " << i << " " << name;
-          ranges.emplace_back(begin, begin + d.nbytes());
-          if (is_input) last_input_end = std::max(last_input_end, begin + d.nbytes());
-          else first_output = std::min(first_output, begin);
+          const auto b = reinterpret_cast<uintptr_t>(d.data());
+          EXPECT_EQ(b % 256, 0u) << "case " << i << " " << name;
+          begin = std::min(begin, b);
+          end = std::max(end, b + d.nbytes());
+          if (is_input) last_input_end = std::max(last_input_end, b + d.nbytes());
+          else first_output = std::min(first_output, b);
         }
+      EXPECT_LE(last_input_end, first_output) << "case " << i << ": an output lies among its inputs";
+      cases.emplace_back(begin, end);
       for (const auto& [name, t] : inputs[i]) {
         const std::vector<uint8_t> got = bytes_of(batch.inputs(i).at(name));
         ASSERT_EQ(got.size(), t.nbytes()) << name;
         EXPECT_EQ(std::memcmp(got.data(), t.data(), t.nbytes()), 0) << "case " << i << " " << name;
       }
     }
-    EXPECT_LE(last_input_end, first_output) << "an output lies among the inputs";
-    std::sort(ranges.begin(), ranges.end());
-    for (size_t i = 1; i < ranges.size(); ++i) EXPECT_LE(ranges[i - 1].second, ranges[i].first) << "tensors overlap";
+    for (size_t i = 1; i < 3; ++i) {
+      ASSERT_LE(cases[i - 1].second + CaseBatchTensors::kGuardBytes, cases[i].first) << "cases " << i - 1 << " and " << i;
+      std::vector<uint8_t> gap(cases[i].first - cases[i - 1].second);
+      DeviceBuffer::view(reinterpret_cast<void*>(cases[i - 1].second), gap.size()).download(gap.data(), gap.size());
+      EXPECT_EQ(std::count(gap.begin(), gap.end(), kPoisonByte), static_cast<std::ptrdiff_t>(gap.size()))
+          << "the bytes between cases " << i - 1 << " and " << i << " are not all poison";
+    }
     const float written = -2.5f;
     const DeviceTensor& middle = batch.outputs(1).at("out");
     DeviceBuffer::view(middle.data(), sizeof written).upload(&written, sizeof written);
@@ -415,19 +424,28 @@ TEST(CaseBatches, ABatchIsStagedTogetherOnlyWhereItFits) {
     ASSERT_TRUE(holder.shared());
     EXPECT_FALSE(CaseBatchTensors({{&small, &metas}}).staged()) << "staged while a case holds the arena";
   }
-  const CaseBatchTensors fits({{&small, &metas}, {&small, &metas}});
-  EXPECT_TRUE(fits.staged());
-  EXPECT_FALSE(CaseTensors(small, metas).shared()) << "a case took the arena while a batch holds it";
+  {
+    const CaseBatchTensors fits({{&small, &metas}, {&small, &metas}});
+    EXPECT_TRUE(fits.staged());
+    EXPECT_FALSE(CaseTensors(small, metas).shared()) << "a case took the arena while a batch holds it";
+  }
+  EXPECT_TRUE(CaseBatchTensors({{&small, &metas}, {&small, &metas}}).staged()) << "the arena was not given back";
   set_buffer_mode(BufferMode::kSeparate);
   EXPECT_FALSE(CaseBatchTensors({{&small, &metas}}).staged());
   set_buffer_mode(BufferMode::kPooled);
 }
 
+// An error's kind and text: a rejection with its class, a CUDA error with its code, any other
+// exception.
 std::string error_text(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
+  } catch (const RejectError& e) {
+    return "rejected (" + e.error_class() + "): " + e.what();
+  } catch (const CudaError& e) {
+    return "CUDA error " + std::to_string(e.code()) + ": " + e.what();
   } catch (const std::exception& e) {
-    return e.what();
+    return std::string("error: ") + e.what();
   } catch (...) {
     return "a non-standard exception";
   }
@@ -475,7 +493,10 @@ std::vector<Case> batch_cases(const OpInfo& op, Direction d, const std::string& 
 TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
   if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
   set_buffer_mode(BufferMode::kPooled);
-  const bool was_checked = checked_launches();
+  struct RestoreChecked {
+    bool was = checked_launches();
+    ~RestoreChecked() { set_checked_launches(was); }
+  } restore;
   set_checked_launches(false);
   int batches = 0, compared = 0, errors = 0;
   for (const KernelRecord& k : kernel_records()) {
@@ -494,8 +515,8 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
         Result r;
         try {
           r.outputs = alone_impl(c, *contract);
-        } catch (const std::exception& e) {
-          r.error = e.what();
+        } catch (...) {
+          r.error = error_text(std::current_exception());
         }
         alone.push_back(std::move(r));
       }
@@ -522,7 +543,6 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
       }
     }
   }
-  set_checked_launches(was_checked);
   EXPECT_GT(batches, 0);
   EXPECT_GT(compared - errors, batches) << "too few cases computed to tell anything";
   EXPECT_GT(errors, 0) << "no error input reached a batch";
