@@ -2,9 +2,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -17,6 +19,7 @@
 #include <tuple>
 
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
 
 #include "campaign/campaign.h"
 #include "campaign/ordered_work.h"
@@ -688,6 +691,61 @@ TEST_F(CampaignTest, EveryBatchSizeGivesTheReportAndCorpusOfOne) {
     else EXPECT_TRUE(report.counts == shard_first->counts && report.findings == shard_first->findings)
         << "shard 1/3: --batch " << batch << " differs from --batch 1";
   }
+}
+
+// A second op, "toy2", the toy under another name, with fake_gpu:exact's batch path calling
+// `on_batch` after each batch: two targets, so that a block holds two batches.
+Registry with_second_op(Registry r, const std::function<void()>& on_batch) {
+  OpInfo second = testing::toy_op();
+  second.name = "toy2";
+  const auto generate = second.generate;
+  second.generate = [generate](Direction d) {
+    return rc::gen::map(generate(d), [](Case c) {
+      c.op = "toy2";
+      return c;
+    });
+  };
+  r.add_op(second);
+  for (const char* contract : {"exact", "sloppy"})
+    r.add_impl("toy2", "ref", contract, *r.impl("toy", std::string("ref:") + contract));
+  const Impl gpu = *r.impl("toy", "fake_gpu:exact");
+  r.add_impl("toy2", "fake_gpu", "exact", gpu);
+  for (const char* op : {"toy", "toy2"})
+    r.add_batch_impl(op, "fake_gpu", "exact", [gpu, on_batch](const std::vector<const Case*>& cases, const ContractInfo& info) {
+      std::vector<BatchOutcome> out(cases.size());
+      for (size_t i = 0; i < cases.size(); ++i) out[i].outputs = gpu(*cases[i], info);
+      on_batch();
+      return out;
+    });
+  return r;
+}
+
+// A stop request seen inside a block (between its two targets' batches) ends the run at a prefix of
+// the case indices: the report is that of an uninterrupted run bounded just before the first case
+// not run.
+TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> batches{0};
+  const Registry r = with_second_op(registry, [&] {
+    if (++batches == 3) stop = true;  // block 1's first batch (toy); its toy2 batch must not run
+  });
+  CampaignOptions o = options();
+  o.pairs = {{"fake_gpu:exact", "ref:exact"}};
+  o.batch = 4;
+  o.stop = &stop;
+  const reports::Report cut = without_times(run_campaign(r, o));
+  EXPECT_TRUE(cut.run.interrupted);
+  EXPECT_EQ(batches.load(), 3);
+  // Block 0 is cases 0-7; block 1 ran its toy cases (8, 10, 12, 14) and stopped before case 9.
+  EXPECT_EQ(total_cases(cut), 9);
+  stop = false;
+  o.stop = nullptr;
+  o.max_cases = 9;
+  o.batch = 1;
+  const reports::Report bounded = without_times(run_campaign(r, o));
+  EXPECT_EQ(cut.counts, bounded.counts);
+  EXPECT_EQ(cut.coverage, bounded.coverage);
+  EXPECT_EQ(cut.findings, bounded.findings);
 }
 
 // run_batch_impl gives each case what run_impl gives it alone: outputs, a rejection of run_impl's
