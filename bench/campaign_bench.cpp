@@ -120,6 +120,9 @@ void run_small(benchmark::State& state, const OpInfo* op, Direction d) {
 
 // The small cases through K:C vs ref:C for every available kind K but the reference; one CaseRunner
 // shared by the benchmark's threads, as a campaign's --jobs threads share theirs.
+// The batch of Device/OP/DIR/batch:N.
+constexpr int kDeviceBatch = 16;
+
 void run_device(benchmark::State& state, const OpInfo* op, Direction d, int batch) {
   static std::map<std::string, std::vector<Case>> pools;  // per op and direction, drawn by thread 0
   static std::unique_ptr<CaseRunner> runner;
@@ -265,7 +268,7 @@ void register_all() {
     if (!op.generate) continue;
     for (const auto& [d, specs] : op.inputs) {
       // Device/OP/DIR: one case at a time; Device/OP/DIR/batch:N: N cases a batch, as `campaign --batch N`.
-      for (const int batch : {1, bitparity::campaign::kDefaultBatch}) {
+      for (const int batch : {1, kDeviceBatch}) {
         const std::string name = "Device/" + op.name + "/" + std::string(bitparity::direction_name(d)) +
                                  (batch > 1 ? "/batch:" + std::to_string(batch) : "");
         auto* b = fix(benchmark::RegisterBenchmark(name.c_str(), run_device, &op, d, batch))->UseRealTime()->Threads(1);

@@ -52,8 +52,9 @@ inline constexpr int kMaxJobs = 1024;
 inline constexpr int64_t kCasesInFlightPerJob = 1024;
 inline constexpr int64_t kDefaultNondeterminismEvery = 8;
 // Cases of one op and direction that a backend with a batch path (Registry::batch_impl: bitparity's
-// CUDA kernels) runs in one call (--batch).
-inline constexpr int kDefaultBatch = 16;
+// CUDA kernels) runs in one call (--batch). Off by default: a block's findings are shrunk one after
+// another on the block's thread (see CampaignOptions::batch).
+inline constexpr int kDefaultBatch = 1;
 inline constexpr int kMaxBatch = 1024;
 
 struct Shard {
@@ -92,7 +93,9 @@ struct CampaignOptions {
   // target and runs each target's cases through that side together; 1 runs every case alone. The
   // report and the corpus are the same for every value; a budget or an interrupt is seen between
   // two targets of a block, and the run then ends before the first case of the block not run.
-  // 1 .. kMaxBatch.
+  // A block's findings are shrunk one after another on its thread, so that a run that finds many
+  // new signatures early (the order-of-arrival baselines' nondeterminism) spends them on one
+  // thread where --batch 1 spreads them over the jobs. 1 .. kMaxBatch.
   int batch = kDefaultBatch;
   // The default pairs include each non-reference implementation against itself (K:C vs K:C: the
   // case runs twice, a difference is a `nondeterminism` finding). An order-of-arrival contract

@@ -299,8 +299,10 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                       std::to_string(campaign::kMaxBatch) +
                       ": their inputs in one copy, their launches back to back, their outputs in one copy and one "
                       "synchronization (a batch too large for the thread's 8 MiB arena runs case by case). Each case is still judged and "
-                      "shrunk alone, and the report and the corpus are those of --batch 1. No effect where no side has a "
-                      "batch path (the reference, workers, plug-ins)")
+                      "shrunk alone, and the report and the corpus are those of --batch 1. A block of N cases of every op "
+                      "is one job's work, its findings shrunk one after another: a run that finds many new signatures "
+                      "spends longer on them than with --batch 1, which spreads them over the jobs. No effect where no "
+                      "side has a batch path (the reference, workers, plug-ins)")
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--nondeterminism-every", f->nondeterminism_every,
