@@ -656,7 +656,6 @@ TEST_F(CampaignTest, EveryBatchSizeGivesTheReportAndCorpusOfOne) {
       EXPECT_TRUE(log->sizes.empty()) << "--batch 1 ran the batch path";
     } else {
       ASSERT_FALSE(log->sizes.empty()) << name << ": the batch path never ran";
-      EXPECT_LE(*std::max_element(log->sizes.begin(), log->sizes.end()), static_cast<size_t>(batch)) << name;
       EXPECT_EQ(*std::max_element(log->sizes.begin(), log->sizes.end()), static_cast<size_t>(batch)) << name;
       size_t batched_cases = 0;
       for (const size_t n : log->sizes) batched_cases += n;
@@ -779,7 +778,9 @@ TEST_F(CampaignTest, ABatchGivesEachCaseItsRunAlone) {
       }
     }
     EXPECT_EQ(batch_error, alone_error) << "case " << i;
-    if (alone) EXPECT_EQ(outcomes[i].outputs, *alone) << "case " << i;
+    if (alone) {
+      EXPECT_EQ(outcomes[i].outputs, *alone) << "case " << i;
+    }
     // As the campaign judges them: the same rejection class (a missing input is "shape", a failure
     // of the backend "backend_error") and message.
     const Outcome side = corpus::run_side(batched, "fake_gpu:exact", cases[i]);

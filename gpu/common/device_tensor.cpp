@@ -89,18 +89,6 @@ DeviceTensor view_at(unsigned char* shared, size_t offset, DType dtype, const Sh
   return {dtype, shape, bytes == 0 ? DeviceBuffer() : DeviceBuffer::view(shared + offset, bytes)};
 }
 
-// The bytes a batch of cases takes in the arena: each tensor on the boundary, and a guard after
-// each case of a batch of several.
-size_t staged_bytes(const std::vector<CaseBatchItem>& cases) {
-  size_t total = 0;
-  for (const CaseBatchItem& c : cases) {
-    for (const auto& [name, t] : *c.inputs) total += aligned_bytes(t.nbytes());
-    for (const auto& [name, meta] : *c.metas) total += aligned_bytes(meta_bytes(meta));
-    if (cases.size() > 1) total += CaseBatchTensors::kGuardBytes;
-  }
-  return total;
-}
-
 // Takes the thread's arena for `total` bytes where a batch may lie in it; null otherwise.
 unsigned char* take_shared(size_t total) {
   if (buffer_mode() == BufferMode::kSeparate || total > CaseTensors::kSharedCaseBytes || total == 0) return nullptr;
@@ -121,7 +109,7 @@ struct StagedRange {
 StagedRange stage_cases(unsigned char* shared, const std::vector<CaseBatchItem>& cases, int fill_byte,
                         std::vector<DeviceTensorMap>& inputs, std::vector<DeviceTensorMap>& outputs) {
   const bool batch = cases.size() > 1;
-  const size_t total = staged_bytes(cases);
+  const size_t total = CaseBatchTensors::staged_bytes(cases);
   unsigned char* staging = thread_staging().at_least(total);
   inputs.clear();
   inputs.resize(cases.size());
@@ -201,9 +189,19 @@ void release_shared(bool settled) {
 
 }  // namespace
 
+size_t CaseBatchTensors::staged_bytes(const std::vector<CaseBatchItem>& cases) {
+  size_t total = 0;
+  for (const CaseBatchItem& c : cases) {
+    for (const auto& [name, t] : *c.inputs) total += aligned_bytes(t.nbytes());
+    for (const auto& [name, meta] : *c.metas) total += aligned_bytes(meta_bytes(meta));
+    if (cases.size() > 1) total += kGuardBytes;
+  }
+  return total;
+}
+
 CaseTensors::CaseTensors(const TensorMap& inputs, const OutputMetas& metas, int fill_byte) {
   const std::vector<CaseBatchItem> one = {{&inputs, &metas}};
-  shared_ = take_shared(staged_bytes(one));
+  shared_ = take_shared(CaseBatchTensors::staged_bytes(one));
   if (!shared_) {
     inputs_ = upload(inputs);
     outputs_ = allocate(metas, fill_byte);
@@ -234,7 +232,7 @@ TensorMap CaseTensors::download_outputs() const {
 }
 
 CaseBatchTensors::CaseBatchTensors(const std::vector<CaseBatchItem>& cases, int fill_byte) {
-  shared_ = take_shared(staged_bytes(cases));
+  shared_ = take_shared(CaseBatchTensors::staged_bytes(cases));
   if (!shared_) return;
   try {
     const StagedRange range = stage_cases(shared_, cases, fill_byte, inputs_, outputs_);

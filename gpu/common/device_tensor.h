@@ -87,6 +87,9 @@ struct CaseBatchItem {
 class CaseBatchTensors {
  public:
   static constexpr size_t kGuardBytes = 4096;
+  // The bytes the cases take in the arena: each tensor on the 256-byte boundary, and a guard after
+  // each case of a batch of several. Staged together only where this is at most kSharedCaseBytes.
+  static size_t staged_bytes(const std::vector<CaseBatchItem>& cases);
 
   explicit CaseBatchTensors(const std::vector<CaseBatchItem>& cases, int fill_byte = kPoisonByte);
   ~CaseBatchTensors();

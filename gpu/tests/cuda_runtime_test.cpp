@@ -491,23 +491,21 @@ std::vector<Case> batch_cases(const OpInfo& op, Direction d, const std::string& 
   return cases;
 }
 
-// The bytes a batch of `cases` takes in the thread's arena (CaseBatchTensors): the cases validate
-// accepts, each tensor on the 256-byte boundary, a guard after each case.
+// The bytes a batch of `cases` takes in the thread's arena: those validate accepts, as
+// CaseBatchTensors counts them.
 size_t batch_bytes(const OpInfo& op, const ContractInfo& contract, const std::vector<Case>& cases) {
-  size_t total = 0;
+  std::vector<OutputMetas> metas;
+  metas.reserve(cases.size());
+  std::vector<CaseBatchItem> items;
   for (const Case& c : cases) {
-    OutputMetas metas;
     try {
-      metas = op.validate(c, contract);
+      metas.push_back(op.validate(c, contract));
     } catch (const std::exception&) {
       continue;  // not staged
     }
-    for (const auto& [name, t] : c.inputs) total += aligned_bytes(t.nbytes());
-    for (const auto& [name, meta] : metas)
-      total += aligned_bytes(static_cast<size_t>(shape_numel(meta.shape)) * dtype_size(meta.dtype));
-    total += CaseBatchTensors::kGuardBytes;
+    items.push_back({&c.inputs, &metas.back()});
   }
-  return total;
+  return CaseBatchTensors::staged_bytes(items);
 }
 
 // Every kernel record's batch gives each case what its run alone gives (the same bytes, or the
