@@ -4,9 +4,12 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <ostream>
 #include <set>
@@ -176,24 +179,15 @@ class Campaign {
 
   reports::Report run() {
     start_ = last_progress_ = Clock::now();
-    if (block_ == 1) {
-      OrderedWork<CaseResult> w;
-      w.may_start = [this](int64_t local) { return may_start(case_index(options_.shard, local)); };
-      w.work = [this](int64_t local) { return run_case(case_index(options_.shard, local)); };
-      w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
-      run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
-    } else {
-      // Blocks of block_ consecutive cases, each target's cases in a block run in batches.
-      OrderedWork<BlockResult> w;
-      w.may_start = [this](int64_t block) { return may_start(case_index(options_.shard, block * block_)); };
-      w.work = [this](int64_t block) { return run_block(block); };
-      w.commit = [this](int64_t, BlockResult& block) {
-        for (CaseResult& r : block.results)
-          if (!commit(r)) return false;
-        return !block.cut;
-      };
-      run_ordered(options_.jobs, std::max<int64_t>(options_.jobs, kCasesInFlightPerJob * options_.jobs / block_), w);
-    }
+    OrderedWork<CaseResult> w;
+    w.may_start = [this](int64_t local) { return may_start(case_index(options_.shard, local)); };
+    w.work = [this](int64_t local) {
+      if (block_ == 1) return run_case(case_index(options_.shard, local));
+      Prepared p = take_prepared(local);
+      return finish(p);
+    };
+    w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
+    run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
     report_.run.elapsed_seconds = elapsed();
     report_.run.interrupted = interrupted();
     report_progress(true);
@@ -212,9 +206,9 @@ class Campaign {
 
   const Target& target_of(int64_t global) const { return targets_[static_cast<size_t>(global) % targets_.size()]; }
 
-  // Cases a unit of work runs: 1, or options.batch cases of every target where a side of some
-  // target's pairs has a batch path here (CaseRunner::batches), so that each target's cases of a
-  // block go through that side together. The results do not depend on it.
+  // Local case indices a block spans: 1 (every case alone), or options.batch cases of every target
+  // where a side of some target's pairs has a batch path here (CaseRunner::batches). The results
+  // do not depend on it.
   int64_t block_size() const {
     if (options_.batch <= 1) return 1;
     for (const Target& t : targets_)
@@ -264,7 +258,7 @@ class Campaign {
       o.pair = p.runs[i];
       p.result.pairs.push_back(std::move(o));
     }
-    p.c.reset();  // a block's cases are let go as they finish
+    p.c.reset();  // a batched case's tensors are let go as it finishes
     p.ready.clear();
     return std::move(p.result);
   }
@@ -274,70 +268,90 @@ class Campaign {
     return finish(p);
   }
 
-  // What a block gives commit: its cases' results in case order, and whether it was cut short.
-  struct BlockResult {
-    std::vector<CaseResult> results;
-    bool cut = false;
+  // A block's cases of one target, prepared together (prepare_unit) by the first of them to start,
+  // and taken by each case's own work as it starts.
+  struct Unit {
+    bool ready = false;            // under units_mutex_
+    std::exception_ptr error;      // preparing the unit failed: every case of it fails so
+    std::map<int64_t, Prepared> cases;  // by local index; a case's work takes its own
   };
+  using UnitKey = std::pair<int64_t, const Target*>;  // block, target
 
-  // Any thread: the cases of block `block` (up to the case bound), one target at a time: the
-  // target's cases generated, each backend with a batch path run on them in batches of
-  // options.batch (each batch the cases whose pairs name that backend), then each case finished as
-  // run_case finishes it, and its tensors let go. A budget or a stop request met between two
-  // targets cuts the block: its results end before the first case not run, and the run ends after
-  // them, so that the committed cases are always 0 .. n-1.
-  BlockResult run_block(int64_t block) {
-    std::vector<int64_t> globals;
+  // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit (the
+  // block's cases of its target). The first case of a unit to start prepares the whole unit on its
+  // thread; the others wait for it. Each case then finishes on the thread that started it, so that
+  // the pairs' other sides and the findings' shrinking spread over the jobs as they do without
+  // batches.
+  Prepared take_prepared(int64_t local) {
+    const Target* target = &target_of(case_index(options_.shard, local));
+    const UnitKey key{local / block_, target};
+    std::unique_lock<std::mutex> lock(units_mutex_);
+    auto [it, fresh] = units_.try_emplace(key);
+    if (fresh) it->second = std::make_shared<Unit>();
+    const std::shared_ptr<Unit> unit = it->second;
+    if (fresh) {
+      lock.unlock();
+      std::exception_ptr error;
+      std::map<int64_t, Prepared> cases;
+      try {
+        cases = prepare_unit(key.first, *target);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      unit->cases = std::move(cases);
+      unit->error = error;
+      unit->ready = true;
+      unit_ready_.notify_all();
+    }
+    unit_ready_.wait(lock, [&] { return unit->ready; });
+    if (unit->error) std::rethrow_exception(unit->error);
+    const auto mine = unit->cases.find(local);
+    if (mine == unit->cases.end()) throw std::logic_error("campaign: case " + std::to_string(local) + " is not in its unit");
+    Prepared p = std::move(mine->second);
+    unit->cases.erase(mine);
+    if (unit->cases.empty()) units_.erase(key);
+    return p;
+  }
+
+  // Any thread: the cases of block `block` (up to the case bound) whose target is `target`,
+  // generated, with each backend that has a batch path run on them in batches of options.batch
+  // (each batch the cases whose pairs name that backend); its outcomes wait in each case's `ready`.
+  std::map<int64_t, Prepared> prepare_unit(int64_t block, const Target& target) {
+    std::vector<int64_t> locals;
     for (int64_t local = block * block_; local < (block + 1) * block_; ++local) {
       const int64_t global = case_index(options_.shard, local);
       if (options_.max_cases && global >= *options_.max_cases) break;
-      globals.push_back(global);
+      if (&target_of(global) == &target) locals.push_back(local);
     }
-    std::vector<std::pair<const Target*, std::vector<size_t>>> groups;  // positions by target, in case order
-    for (size_t i = 0; i < globals.size(); ++i) {
-      const Target* t = &target_of(globals[i]);
-      auto it = std::find_if(groups.begin(), groups.end(), [t](const auto& g) { return g.first == t; });
-      if (it == groups.end()) it = groups.insert(groups.end(), {t, {}});
-      it->second.push_back(i);
-    }
-    std::vector<std::optional<CaseResult>> results(globals.size());
-    for (size_t g = 0; g < groups.size(); ++g) {
-      if (g > 0 && (interrupted() || elapsed() >= options_.budget_seconds)) break;
-      const auto& [target, positions] = groups[g];
-      std::vector<Prepared> prepared;
-      prepared.reserve(positions.size());
-      for (const size_t i : positions) prepared.push_back(prepare(globals[i]));
-      std::vector<std::string> backends;
-      for (const BackendPair& pair : target->pairs)
-        for (const std::string& side : {pair.a, pair.b})
-          if (std::find(backends.begin(), backends.end(), side) == backends.end()) backends.push_back(side);
-      const size_t batch = static_cast<size_t>(options_.batch);
-      for (size_t first = 0; first < prepared.size(); first += batch)
-        for (const std::string& backend : backends) {
-          std::vector<Prepared*> users;
-          for (size_t i = first; i < std::min(prepared.size(), first + batch); ++i) {
-            const Prepared& p = prepared[i];
-            if (p.c && std::any_of(p.pairs.begin(), p.pairs.end(),
-                                   [&](const BackendPair& q) { return q.a == backend || q.b == backend; }))
-              users.push_back(&prepared[i]);
-          }
-          if (users.empty()) continue;
-          std::vector<const Case*> cases;
-          for (const Prepared* p : users) cases.push_back(&*p->c);
-          std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
-          for (size_t k = 0; k < users.size(); ++k)
-            for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
+    std::vector<Prepared> prepared;
+    prepared.reserve(locals.size());
+    for (const int64_t local : locals) prepared.push_back(prepare(case_index(options_.shard, local)));
+    std::vector<std::string> backends;
+    for (const BackendPair& pair : target.pairs)
+      for (const std::string& side : {pair.a, pair.b})
+        if (runner_.batches(target.op->name, side) &&
+            std::find(backends.begin(), backends.end(), side) == backends.end())
+          backends.push_back(side);
+    const size_t batch = static_cast<size_t>(options_.batch);
+    for (size_t first = 0; first < prepared.size(); first += batch)
+      for (const std::string& backend : backends) {
+        std::vector<Prepared*> users;
+        for (size_t i = first; i < std::min(prepared.size(), first + batch); ++i) {
+          const Prepared& p = prepared[i];
+          if (p.c && std::any_of(p.pairs.begin(), p.pairs.end(),
+                                 [&](const BackendPair& q) { return q.a == backend || q.b == backend; }))
+            users.push_back(&prepared[i]);
         }
-      for (size_t k = 0; k < prepared.size(); ++k) results[positions[k]] = finish(prepared[k]);
-    }
-    BlockResult out;
-    for (std::optional<CaseResult>& r : results) {
-      if (!r) {
-        out.cut = true;
-        break;
+        if (users.empty()) continue;
+        std::vector<const Case*> cases;
+        for (const Prepared* p : users) cases.push_back(&*p->c);
+        std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
+        for (size_t k = 0; k < users.size(); ++k)
+          for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
       }
-      out.results.push_back(std::move(*r));
-    }
+    std::map<int64_t, Prepared> out;
+    for (size_t i = 0; i < locals.size(); ++i) out.emplace(locals[i], std::move(prepared[i]));
     return out;
   }
 
@@ -534,7 +548,10 @@ class Campaign {
   const CampaignOptions& options_;
   std::vector<Target> targets_;
   CaseRunner runner_;
-  int64_t block_ = 1;  // cases a unit of work (block_size)
+  int64_t block_ = 1;  // local case indices a block spans (block_size)
+  std::mutex units_mutex_;
+  std::condition_variable unit_ready_;
+  std::map<UnitKey, std::shared_ptr<Unit>> units_;  // the units prepared or being prepared, until their cases are taken
   std::set<std::string> corpus_signatures_;  // in the corpus before the run; read by every thread
   std::mutex generate_mutex_;
   std::mutex claims_mutex_;

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -719,9 +721,9 @@ Registry with_second_op(Registry r, const std::function<void()>& on_batch) {
   return r;
 }
 
-// A stop request seen inside a block (between its two targets' batches) ends the run at a prefix of
-// the case indices: the report is that of an uninterrupted run bounded just before the first case
-// not run.
+// A stop request seen inside a block (raised by its first target's batch, before its second
+// target's case starts) ends the run at a prefix of the case indices: the report is that of an
+// uninterrupted run bounded just before the first case not run.
 TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
   std::atomic<bool> stop{false};
   std::atomic<int> batches{0};
@@ -745,6 +747,49 @@ TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
   EXPECT_EQ(cut.counts, bounded.counts);
   EXPECT_EQ(cut.coverage, bounded.coverage);
   EXPECT_EQ(cut.findings, bounded.findings);
+}
+
+// A batch's cases finish (their other sides, the comparison, the shrinking) on the jobs that
+// started them, not all on the job that ran the batch: the reference side of the first case to reach
+// it waits (at most 20 s) until a second case of the same batch reaches it beside it, which only
+// another job can do. Four cases of one target, one batch of four, two jobs. (With the batch's
+// cases finished on its job, the four reference calls take 20 s each, one after another.)
+TEST_F(CampaignTest, ABatchsCasesFinishOnTheJobsThatStartedThem) {
+  const auto log = std::make_shared<BatchLog>();
+  Registry r = with_batches(registry, log);
+  struct Meeting {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    int inside = 0;
+    bool met = false;
+  };
+  const auto meeting = std::make_shared<Meeting>();
+  // The toy's reference under a kind that takes any number of calls at once, as the real one does.
+  BackendKind wide{"wide_ref", "the toy's reference, any number of calls at once", nullptr};
+  wide.concurrent_calls = kAnyNumberOfCalls;
+  r.add_backend(wide);
+  const Impl ref = *r.impl("toy", "ref:exact");
+  r.add_impl("toy", "wide_ref", "exact", [ref, meeting](const Case& c, const ContractInfo& info) {
+    {
+      std::unique_lock<std::mutex> lock(meeting->mutex);
+      if (++meeting->inside >= 2) meeting->met = true;
+      meeting->arrived.notify_all();
+      meeting->arrived.wait_for(lock, std::chrono::seconds(20), [&] { return meeting->met; });
+      --meeting->inside;
+    }
+    return ref(c, info);
+  });
+  ASSERT_TRUE(r.batch_impl("toy", "fake_gpu:exact")) << "the batch path was dropped";
+  CampaignOptions o = options();
+  o.pairs = {{"fake_gpu:exact", "wide_ref:exact"}};
+  o.max_cases = 4;
+  o.batch = 4;
+  o.jobs = 2;
+  const reports::Report report = run_campaign(r, o);
+  EXPECT_EQ(total_cases(report), 4);
+  EXPECT_EQ(log->sizes, std::vector<size_t>{4}) << "the four cases were not one batch";
+  EXPECT_TRUE(meeting->met) << "no two cases of the batch reached the reference at once: the batch's cases "
+                               "finished on one job";
 }
 
 // run_batch_impl gives each case what run_impl gives it alone: outputs, a rejection of run_impl's

@@ -298,10 +298,9 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                   "cases of one op and direction that bitparity's CUDA kernels run in one round trip, 1 .. " +
                       std::to_string(campaign::kMaxBatch) +
                       ": their inputs in one copy, their launches back to back, their outputs in one copy and one "
-                      "synchronization (a batch too large for the thread's 8 MiB arena runs case by case). Each case is still judged and "
-                      "shrunk alone, and the report and the corpus are those of --batch 1. A block of N cases of every op "
-                      "is one job's work, its findings shrunk one after another: a run that finds many new signatures "
-                      "spends longer on them than with --batch 1, which spreads them over the jobs. No effect where no "
+                      "synchronization (a batch too large for the thread's 8 MiB arena runs case by case). The first case of a batch "
+                      "to start runs the batch; each case is then compared, judged and shrunk alone on the job that started "
+                      "it, and the report and the corpus are those of --batch 1. 1 runs every case alone. No effect where no "
                       "side has a batch path (the reference, workers, plug-ins)")
       ->type_name("N")
       ->capture_default_str();
