@@ -73,8 +73,9 @@ void add_exec_flags(CLI::App& app, ExecFlags& flags) {
       ->type_name("N");
   app.add_option("--sanitizer", flags.sanitizers,
                  "TOOL (memcheck, racecheck, synccheck or initcheck): the backend kind TOOL, bitparity's CUDA "
-                 "kernels under `compute-sanitizer --tool TOOL`, one case a worker process (slow: a fresh process "
-                 "and CUDA context a case, so campaigns run a sample). A case on which the tool reports an error or "
+                 "kernels under `compute-sanitizer --tool TOOL`, one request a worker process, a case or a campaign's "
+                 "--batch of cases (slow: a fresh process and CUDA context a request, so campaigns run a sample; a "
+                 "batch the tool reports on runs its cases again, one a process). A case on which the tool reports an error or "
                  "a hazard is a sanitizer_hazard finding, shrunk in fresh workers, with the tool's report (racecheck "
                  "reports that all lie inside a closed library's kernels, cuBLAS's, are named on stderr and not "
                  "judged); name pairs TOOL:CONTRACT. compute-sanitizer is taken from BITPARITY_COMPUTE_SANITIZER, else PATH, "
@@ -145,7 +146,7 @@ std::string compute_sanitizer_path() {
 }
 
 // --sanitizer TOOL: the kind TOOL, `bitparity worker --kind cuda` of this binary under
-// compute-sanitizer, one case a worker; the tool's error exit status marks a hazard.
+// compute-sanitizer, one request (a case or a batch) a worker; the tool's error exit status marks a hazard.
 void start_sanitized_backend(Registry& registry, const std::string& tool, const ExecFlags& flags) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<peers::WorkerOptions> pool;

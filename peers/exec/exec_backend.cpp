@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "core/case_json.h"
 #include "core/error.h"
@@ -15,9 +17,14 @@ namespace {
 
 using nlohmann::json;
 
-// The hello's "implements": op -> contracts, each checked against the registry.
-std::vector<std::pair<std::string, std::string>> read_hello(const Registry& registry, const std::string& worker,
-                                                            const std::string& line) {
+struct Hello {
+  std::vector<std::pair<std::string, std::string>> implements;  // op, contract
+  bool batch = false;  // takes batch requests
+};
+
+// The hello's "implements": op -> contracts, each checked against the registry; its "batch"
+// (optional, a bool).
+Hello read_hello(const Registry& registry, const std::string& worker, const std::string& line) {
   const std::string what = "worker " + worker + "'s hello";
   json hello;
   try {
@@ -45,31 +52,86 @@ std::vector<std::pair<std::string, std::string>> read_hello(const Registry& regi
       }
     }
     if (out.empty()) throw ParseError("implements", "names no op and contract");
-    return out;
+    const bool batch = hello.contains("batch") && get_bool(hello, "batch", "");
+    return {out, batch};
   } catch (const ParseError& e) {
     throw std::runtime_error(what + ": " + e.what());
   }
 }
 
+// One case's answer (a single request's answer, or an element of a batch's "results"): the
+// outputs, or the RejectError / backend error it reports. ParseError when it is none of them.
+TensorMap outputs_of(const std::string& worker, const json& answer, const std::string& field) {
+  if (answer.contains("outputs")) return tensors_from_json(require_object(answer, "outputs", field), path_of(field, "outputs"));
+  if (answer.contains("reject")) {
+    const json& reject = require_object(answer, "reject", field);
+    throw RejectError(get_string(reject, "class", path_of(field, "reject")), get_string(reject, "message", path_of(field, "reject")));
+  }
+  if (answer.contains("error")) throw std::runtime_error("worker " + worker + ": " + get_string(answer, "error", field));
+  throw ParseError(field, "expected one of \"outputs\", \"reject\" or \"error\"");
+}
+
+// The worker's answer line to request `id`, parsed and its id checked; out of protocol: the
+// worker reset (what it writes next cannot be trusted to answer the next request) and DeviceFault.
+json answer_to(WorkerProcess& worker, const std::string& line, int64_t id) {
+  try {
+    json answer = parse_json_text(line, "worker " + worker.options().name + "'s answer");
+    if (get_int(answer, "id", "") != id) throw ParseError("id", "expected " + std::to_string(id) + ", the request's id");
+    return answer;
+  } catch (const ParseError& e) {
+    worker.reset();
+    throw DeviceFault("worker " + worker.options().name + " broke the protocol: " + e.what());
+  }
+}
+
 // The worker's answer to request `id`: the outputs, or the RejectError / backend error it reports.
 TensorMap read_answer(WorkerProcess& worker, const std::string& line, int64_t id) {
-  const std::string& name = worker.options().name;
-  json answer;
+  const json answer = answer_to(worker, line, id);
   try {
-    answer = parse_json_text(line, "worker " + name + "'s answer");
-    if (get_int(answer, "id", "") != id) throw ParseError("id", "expected " + std::to_string(id) + ", the request's id");
-    if (answer.contains("outputs")) return tensors_from_json(require_object(answer, "outputs", ""), "outputs");
-    if (answer.contains("reject")) {
-      const json& reject = require_object(answer, "reject", "");
-      throw RejectError(get_string(reject, "class", "reject"), get_string(reject, "message", "reject"));
-    }
-    if (answer.contains("error")) throw std::runtime_error("worker " + name + ": " + get_string(answer, "error", ""));
-    throw ParseError("", "expected one of \"outputs\", \"reject\" or \"error\"");
+    return outputs_of(worker.options().name, answer, "");
   } catch (const ParseError& e) {
-    // Out of protocol: what the worker writes next cannot be trusted to answer the next request.
+    worker.reset();
+    throw DeviceFault("worker " + worker.options().name + " broke the protocol: " + e.what());
+  }
+}
+
+// The worker's answer to batch request `id` of `n` cases: each case's outcome, in order. An
+// "error" for the whole batch (a request the worker could not read) throws std::runtime_error.
+std::vector<BatchOutcome> read_batch_answer(WorkerProcess& worker, const std::string& line, int64_t id, size_t n) {
+  const json answer = answer_to(worker, line, id);
+  const std::string& name = worker.options().name;
+  std::vector<BatchOutcome> out(n);
+  try {
+    if (!answer.contains("results") && answer.contains("error"))
+      throw std::runtime_error("worker " + name + ": " + get_string(answer, "error", ""));
+    const json& results = require_array(answer, "results", "");
+    if (results.size() != n)
+      throw ParseError("results", "expected " + std::to_string(n) + " answers, one a case of the batch, got " +
+                                      std::to_string(results.size()));
+    for (size_t i = 0; i < n; ++i) {
+      const std::string field = path_of("results", std::to_string(i));
+      if (!results[i].is_object()) throw ParseError(field, "expected an object, got " + json_type(results[i]));
+      try {
+        out[i].outputs = outputs_of(name, results[i], field);
+      } catch (const ParseError&) {
+        throw;
+      } catch (...) {
+        out[i].error = std::current_exception();
+      }
+    }
+  } catch (const ParseError& e) {
     worker.reset();
     throw DeviceFault("worker " + name + " broke the protocol: " + e.what());
   }
+  return out;
+}
+
+// The bytes of a case's inputs: a batch request holds at most kWorkerBatchBytes of them (a case
+// larger than that goes alone), so that no request or answer line nears the line limit.
+size_t input_bytes(const Case& c) {
+  size_t bytes = 0;
+  for (const auto& [name, t] : c.inputs) bytes += t.nbytes();
+  return bytes;
 }
 
 // The workers of one kind; a call takes a free one for its duration.
@@ -132,6 +194,7 @@ std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry,
   if (pool.empty()) throw std::runtime_error("backend kind \"" + kind + "\": a pool of no workers");
   auto workers = std::make_shared<Pool>();
   std::vector<std::pair<std::string, std::string>> implemented;
+  bool batch = true;  // every worker of the pool takes batch requests
   std::string command;
   for (WorkerOptions& options : pool) {
     if (options.name.empty()) options.name = kind;
@@ -145,13 +208,16 @@ std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry,
     } catch (const DeviceFault& e) {
       throw std::runtime_error(std::string(e.what()) + "\n(the command was: " + command + ")");
     }
-    auto mine = read_hello(registry, name, hello);
-    std::sort(mine.begin(), mine.end());
+    Hello mine = read_hello(registry, name, hello);
+    std::sort(mine.implements.begin(), mine.implements.end());
     if (workers->workers.empty()) {
-      implemented = std::move(mine);
-    } else if (mine != implemented) {
+      implemented = std::move(mine.implements);
+      batch = mine.batch;
+    } else if (mine.implements != implemented) {
       throw std::runtime_error("worker " + name + " names other implementations in its hello than worker " +
                                workers->workers.front()->options().name + ": the workers of one kind must serve the same");
+    } else {
+      batch = batch && mine.batch;
     }
     workers->workers.push_back(std::move(worker));
   }
@@ -169,6 +235,30 @@ std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry,
       request["contract"] = info.name;
       const Pool::Taken taken(*workers);
       return read_answer(taken.worker(), taken.worker().request(request.dump()), id);
+    });
+    if (!batch) continue;
+    // Batch requests of consecutive cases, each within kWorkerBatchBytes of inputs (one case at
+    // least). A fault (the worker dies, hangs, answers out of protocol, or its sanitizer reports)
+    // is the whole batch's: it throws, and the campaign runs the batch's cases alone, each in
+    // turn, so that the case that caused it is the one that meets it.
+    registry.add_batch_impl(op, kind, contract, [workers, next_id](const std::vector<const Case*>& cases,
+                                                                   const ContractInfo& info) {
+      std::vector<BatchOutcome> out;
+      out.reserve(cases.size());
+      for (size_t first = 0; first < cases.size();) {
+        size_t last = first + 1, bytes = input_bytes(*cases[first]);
+        while (last < cases.size() && bytes + input_bytes(*cases[last]) <= kWorkerBatchBytes)
+          bytes += input_bytes(*cases[last++]);
+        const int64_t id = next_id->fetch_add(1);
+        json list = json::array();
+        for (size_t i = first; i < last; ++i) list.push_back(case_to_json(*cases[i]));
+        const json request = {{"id", id}, {"contract", info.name}, {"batch", std::move(list)}};
+        const Pool::Taken taken(*workers);
+        for (BatchOutcome& o : read_batch_answer(taken.worker(), taken.worker().request(request.dump()), id, last - first))
+          out.push_back(std::move(o));
+        first = last;
+      }
+      return out;
     });
   }
   return workers->workers;

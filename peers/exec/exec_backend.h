@@ -10,6 +10,13 @@
 //                             | {"id": N, "reject": {"class": "shape", "message": "..."}}
 //                             | {"id": N, "error": "..."}
 //
+// A worker whose hello says "batch": true (bitparity's own) also takes several cases of one op and
+// contract in one request, and answers each as it would answer the case alone:
+//
+//   bitparity -> worker:        {"id": N, "contract": C, "batch": [case, case, ...]}
+//   worker -> bitparity:        {"id": N, "results": [{"outputs": ...} | {"reject": ...} | {"error": ...}, ...]}
+//                             | {"id": N, "error": "..."}   (the request itself was unreadable)
+//
 // A rejection is the contract refusing the input (compared with the other side's); an error is a
 // `backend_error` finding; a worker that dies, hangs past the timeout, or answers out of protocol
 // is a `device_fault` finding, and a fresh worker serves the next case.
@@ -25,11 +32,15 @@
 namespace bitparity::peers {
 
 inline constexpr std::string_view kWorkerFormat = "bitparity-worker/1";
+// The inputs a batch request carries at most (a larger case goes alone).
+inline constexpr size_t kWorkerBatchBytes = size_t{8} << 20;
 
 // Starts the worker, reads its hello and adds the backend kind `kind` with one implementation per
 // (op, contract) it names. The kind must be a new name ([a-z][a-z0-9_]*); every op and contract
 // the worker names must exist in the registry. Errors (a worker that does not start, a malformed
 // hello, an unknown op) throw std::runtime_error with a message naming the worker.
+// Where the worker takes batch requests, each implementation also gets a batch path
+// (Registry::add_batch_impl), which a campaign's --batch uses.
 // Returns the worker, which the implementations share.
 std::shared_ptr<WorkerProcess> add_exec_backend(Registry& registry, const std::string& kind, WorkerOptions options);
 

@@ -3,7 +3,10 @@
 // that survives a worker that crashes or hangs and records the case that killed it, shrunk.
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -81,6 +84,35 @@ TEST(ExecBackend, AnswersEqualTheInProcessImplementation) {
       EXPECT_TRUE(same_bits(local, remote)) << contract;
     }
   }
+}
+
+// A worker that takes batches gives each implementation a batch path, and a batch of cases through
+// it gives each case what it gets alone, a rejection included; a batch whose worker
+// crashes throws (the campaign then runs its cases alone), and the next batch gets a fresh worker.
+TEST(ExecBackend, ABatchGivesEachCaseItsAnswerAlone) {
+  Registry r = testing::make_fake_registry();
+  const auto worker = add_exec_backend(r, "mirror", fault_worker("crash"));
+  ASSERT_NE(r.batch_impl("toy", "mirror:strict"), nullptr) << "no batch path from a worker that takes batches";
+  // A case the contract rejects (strict takes no zero rows) among them.
+  const std::vector<Case> cases = {testing::toy_case(2, 3, {1, -2, 0.5f, 4, -0.0f, 7}), testing::toy_case(1, 1, {65504}, 0.5),
+                                   testing::toy_case(0, 2, {}), testing::toy_case(3, 1, {-1, 8, 9})};
+  std::vector<const Case*> pointers;
+  for (const Case& c : cases) pointers.push_back(&c);
+  const std::vector<BatchOutcome> outcomes = run_batch_impl(r, "mirror:strict", pointers);
+  ASSERT_EQ(outcomes.size(), cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Outcome alone = corpus::run_side(r, "ref:strict", cases[i]);
+    const Outcome batched = corpus::side_outcome(outcomes[i]);
+    EXPECT_EQ(batched.outputs, alone.outputs) << "case " << i;
+    EXPECT_EQ(batched.reject_class, alone.reject_class) << "case " << i;
+  }
+  EXPECT_EQ(worker->starts(), 1) << "the batch took more than one worker";
+  std::vector<const Case*> with_three = pointers;
+  const Case three = testing::toy_case(1, 2, {1, 3});
+  with_three.insert(with_three.begin() + 1, &three);
+  EXPECT_THROW(run_batch_impl(r, "mirror:strict", with_three), DeviceFault);
+  EXPECT_EQ(run_batch_impl(r, "mirror:strict", pointers).size(), cases.size());
+  EXPECT_EQ(worker->starts(), 2);
 }
 
 TEST(ExecBackend, CrashIsADeviceFaultAndTheNextCaseGetsAFreshWorker) {
@@ -335,6 +367,69 @@ TEST(ServeWorker, AnswersRequestsRejectionsAndItsOwnProtocolErrors) {
   EXPECT_THROW(serve_worker(r, "nokind", in, out), std::runtime_error);
 }
 
+// A batch request: the hello offers it, and each case of the batch gets the answer it gets alone
+// (outputs, its rejection, its backend error), in order; a batch with an element that is not a case
+// gets one "error" answer; a fatal error inside a batch ends the worker without an answer.
+TEST(ServeWorker, AnswersABatchCaseByCase) {
+  Registry r = testing::make_fake_registry();
+  r.add_backend({"boom", "throws on 2.0", nullptr});
+  const Impl strict = *r.impl("toy", "ref:strict");
+  r.add_impl("toy", "boom", "strict", [strict](const Case& c, const ContractInfo& info) -> TensorMap {
+    if (c.input("x")->f32(0) == 2.0f) throw std::runtime_error("recoverable");
+    if (c.input("x")->f32(0) == 3.0f) throw std::runtime_error("sticky: illegal address");
+    return strict(c, info);
+  });
+  Case rank3 = testing::toy_case(1, 2, {1.0f, 2.0f});
+  rank3.inputs["x"] = rank3.inputs["x"].reshaped({1, 1, 2});
+  const std::vector<Case> cases = {testing::toy_case(1, 2, {1, 5}), rank3, testing::toy_case(1, 1, {2}),
+                                   testing::toy_case(2, 1, {4, -1})};
+  const auto batch = [](const std::vector<Case>& list, int id) {
+    json request = {{"id", id}, {"contract", "strict"}, {"batch", json::array()}};
+    for (const Case& c : list) request["batch"].push_back(case_to_json(c));
+    return request.dump() + "\n";
+  };
+  json not_a_case = json::parse(batch({cases[0]}, 8));
+  not_a_case["batch"].push_back(7);
+  const IsFatal sticky = [](const std::exception& e) { return std::string(e.what()).rfind("sticky", 0) == 0; };
+  std::istringstream in(batch(cases, 7) + not_a_case.dump() + "\n" + batch({cases[0], testing::toy_case(1, 1, {3})}, 9) +
+                        batch({cases[0]}, 10));
+  std::ostringstream out;
+  EXPECT_EQ(serve_worker(r, "boom", in, out, {}, sticky), kWorkerExitFatal);
+  std::istringstream lines(out.str());
+  std::string hello, a1, a2, a3;
+  std::getline(lines, hello);
+  EXPECT_EQ(json::parse(hello)["batch"], true);
+  std::getline(lines, a1);
+  const json j1 = json::parse(a1);
+  EXPECT_EQ(j1["id"], 7);
+  ASSERT_EQ(j1["results"].size(), cases.size()) << a1;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::istringstream one([&] {
+      json request = case_to_json(cases[i]);
+      request["id"] = 1;
+      request["contract"] = "strict";
+      return request.dump() + "\n";
+    }());
+    std::ostringstream alone;
+    serve_worker(r, "boom", one, alone, {}, sticky);
+    std::istringstream alone_lines(alone.str());
+    std::string alone_hello, alone_answer;
+    std::getline(alone_lines, alone_hello);
+    std::getline(alone_lines, alone_answer);
+    json expected = json::parse(alone_answer);
+    expected.erase("id");
+    EXPECT_EQ(j1["results"][i], expected) << "case " << i;
+  }
+  EXPECT_TRUE(j1["results"][0].contains("outputs"));
+  EXPECT_EQ(j1["results"][1]["reject"]["class"], "shape");
+  EXPECT_EQ(j1["results"][2]["error"], "recoverable");
+  std::getline(lines, a2);
+  const json j2 = json::parse(a2);
+  EXPECT_EQ(j2["id"], 8);
+  EXPECT_NE(j2.value("error", "").find("batch"), std::string::npos) << a2;
+  EXPECT_FALSE(std::getline(lines, a3)) << "answered a batch with a fatal error in it: " << a3;
+}
+
 // An implementation's error that leaves the process unusable (a sticky CUDA fault) ends the
 // worker without an answer; any other error is an "error" answer and the worker serves on.
 TEST(ServeWorker, AFatalErrorEndsTheWorkerWithoutAnAnswer) {
@@ -397,6 +492,48 @@ TEST(ExecCampaign, SurvivesAFaultingWorkerAndRecordsTheCase) {
     }
     EXPECT_GT(worker->starts(), 1);
     fs::remove_all(dir);
+  }
+}
+
+// --batch with a worker that takes batches: a batch whose worker crashes runs its cases alone, so
+// that the crash is recorded against the case that caused it; the report is that of --batch 1.
+TEST(ExecCampaign, ABatchThatKillsTheWorkerGivesTheReportOfOne) {
+  std::optional<reports::Report> first;
+  for (const int batch : {1, 16}) {
+    SCOPED_TRACE(batch);
+    Registry r = testing::make_fake_registry();
+    add_exec_backend(r, "faulty", fault_worker("crash"));
+    auto calls = std::make_shared<std::atomic<int>>(0), faulted = std::make_shared<std::atomic<int>>(0);
+    const BatchImpl inner = *r.batch_impl("toy", "faulty:strict");
+    r.add_batch_impl("toy", "faulty", "strict", [inner, calls, faulted](const std::vector<const Case*>& cases, const ContractInfo& info) {
+      ++*calls;
+      try {
+        return inner(cases, info);
+      } catch (const DeviceFault&) {
+        ++*faulted;
+        throw;
+      }
+    });
+    campaign::CampaignOptions o = testing::toy_fault_campaign("faulty", "exec_batch_" + std::to_string(batch), 120, 11, 200);
+    o.batch = batch;
+    o.jobs = 2;
+    reports::Report report = campaign::run_campaign(r, o);
+    fs::remove_all(o.corpus_dir);
+    for (reports::FindingRecord& f : report.findings) f.file.clear();  // the corpus folders differ
+    report.run = {};
+    ASSERT_EQ(report.counts.size(), 1u);
+    EXPECT_EQ(report.counts[0].cases, 120);
+    EXPECT_GT(report.counts[0].mismatches.count("device_fault"), 0u);
+    if (batch == 1) {
+      EXPECT_EQ(calls->load(), 0);
+      first = report;
+      continue;
+    }
+    EXPECT_GT(calls->load(), 0) << "the batch path never ran";
+    EXPECT_GT(faulted->load(), 0) << "no batch met the crash";
+    EXPECT_EQ(report.counts, first->counts);
+    EXPECT_EQ(report.coverage, first->coverage);
+    EXPECT_EQ(report.findings, first->findings);
   }
 }
 

@@ -28,7 +28,7 @@ struct WorkerOptions {
   double request_seconds = 120;      // until a request's answer arrives
   size_t max_line_bytes = size_t{512} << 20;
   size_t stderr_keep_bytes = 8192;
-  // Non-zero: the child serves one case. After its answer bitparity closes the child's input and
+  // Non-zero: the child serves one request (a case, or a batch of them). After its answer bitparity closes the child's input and
   // waits (request_seconds) for it to exit; this exit status (compute-sanitizer's --error-exitcode)
   // makes the request throw SanitizerHazard with the child's report, any other status but 0 is a
   // DeviceFault, and the next request starts a fresh child.
@@ -115,7 +115,7 @@ inline constexpr int kSanitizerHazardExitStatus = 86;
 inline constexpr int kSanitizerPrintLimit = 1000;
 
 // A worker that runs `worker_argv` under `compute_sanitizer --tool TOOL` (memcheck, racecheck,
-// synccheck, initcheck), as `bitparity --sanitizer TOOL` starts them: one case a process, the
+// synccheck, initcheck), as `bitparity --sanitizer TOOL` starts them: one request a process (a case, or a batch of them), the
 // tool's error exit status after the answer a SanitizerHazard (hazard_exit_status), the tool's
 // report on the worker's standard error (by default it writes to standard output, the protocol
 // channel), device and host backtraces (the host's names the library that launched a kernel),
