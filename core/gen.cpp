@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include <rapidcheck.h>
 
@@ -14,6 +15,34 @@ constexpr int64_t kLargeRowsMax = 300;
 constexpr int kModerateMinExp = -6, kModerateMaxExp = 6;
 
 uint64_t sign_bit(DType dtype) { return uint64_t{1} << (dtype_size(dtype) * 8 - 1); }
+int exponent_bits(DType dtype) {
+  return dtype == DType::kBF16 ? 8 : dtype == DType::kFP16 ? 5 : dtype == DType::kFP32 ? 8 : 11;
+}
+int mantissa_bits(DType dtype) {
+  return dtype == DType::kBF16 ? 7 : dtype == DType::kFP16 ? 10 : dtype == DType::kFP32 ? 23 : 52;
+}
+
+// Each class's element as a function of the plain numbers it is drawn from, shared by the
+// RapidCheck generators (small tensors: every element shrinks) and the seeded fill of large ones.
+constexpr uint32_t kModerateMantissas = 1u << 24;
+uint64_t moderate_bits(DType dtype, int exponent, uint32_t mantissa, bool negative) {
+  // A uniformly random double mantissa and exponent, rounded into the dtype.
+  const uint64_t bits = from_double(dtype, std::ldexp(1.0 + mantissa / double(kModerateMantissas), exponent));
+  return negative ? bits | sign_bit(dtype) : bits;
+}
+uint64_t small_int_bits(DType dtype, int v) { return from_double(dtype, v); }
+std::vector<uint64_t> special_values(DType dtype) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double max = dtype == DType::kFP64 ? std::numeric_limits<double>::max()
+                                           : to_double(dtype, from_double(dtype, inf) - 1);  // below +Inf
+  const double min_normal = std::ldexp(1.0, 2 - (1 << (exponent_bits(dtype) - 1)));
+  return {uint64_t{0}, sign_bit(dtype), from_double(dtype, std::numeric_limits<double>::quiet_NaN()),
+          from_double(dtype, -std::numeric_limits<double>::quiet_NaN()), from_double(dtype, inf),
+          from_double(dtype, -inf), from_double(dtype, max), from_double(dtype, -max), from_double(dtype, min_normal),
+          from_double(dtype, -min_normal), from_double(dtype, 1.0), from_double(dtype, -1.0)};
+}
+uint64_t tie_bits(uint64_t bf16_moderate) { return (bf16_moderate << 16) | 0x8000u; }
+uint64_t raw_range(DType dtype) { return uint64_t{1} << (dtype_size(dtype) * 8); }  // for dtypes below 64 bits
 
 rc::Gen<uint64_t> with_random_sign(DType dtype, rc::Gen<uint64_t> magnitude) {
   return rc::gen::map(rc::gen::pair(magnitude, rc::gen::arbitrary<bool>()), [dtype](const std::pair<uint64_t, bool>& p) {
@@ -22,47 +51,84 @@ rc::Gen<uint64_t> with_random_sign(DType dtype, rc::Gen<uint64_t> magnitude) {
 }
 
 rc::Gen<uint64_t> moderate(DType dtype) {
-  // A uniformly random double mantissa and exponent, rounded into the dtype.
   return with_random_sign(dtype, rc::gen::map(rc::gen::pair(rc::gen::inRange(kModerateMinExp, kModerateMaxExp + 1),
-                                                            rc::gen::inRange<uint32_t>(0, 1u << 24)),
+                                                            rc::gen::inRange<uint32_t>(0, kModerateMantissas)),
                                               [dtype](const std::pair<int, uint32_t>& p) {
-                                                const double m = 1.0 + p.second / double(1u << 24);
-                                                return from_double(dtype, std::ldexp(m, p.first));
+                                                return moderate_bits(dtype, p.first, p.second, false);
                                               }));
 }
 
 rc::Gen<uint64_t> small_int(DType dtype) {
-  return rc::gen::map(rc::gen::inRange(-8, 9), [dtype](int v) { return from_double(dtype, v); });
+  return rc::gen::map(rc::gen::inRange(-8, 9), [dtype](int v) { return small_int_bits(dtype, v); });
 }
 
 rc::Gen<uint64_t> special(DType dtype) {
-  const double inf = std::numeric_limits<double>::infinity();
-  const double max = dtype == DType::kFP64 ? std::numeric_limits<double>::max()
-                                           : to_double(dtype, from_double(dtype, inf) - 1);  // below +Inf
-  const int exp_bits = dtype == DType::kBF16 ? 8 : dtype == DType::kFP16 ? 5 : dtype == DType::kFP32 ? 8 : 11;
-  const double min_normal = std::ldexp(1.0, 2 - (1 << (exp_bits - 1)));
-  return rc::gen::element<uint64_t>(
-      uint64_t{0}, sign_bit(dtype), from_double(dtype, std::numeric_limits<double>::quiet_NaN()),
-      from_double(dtype, -std::numeric_limits<double>::quiet_NaN()), from_double(dtype, inf),
-      from_double(dtype, -inf), from_double(dtype, max), from_double(dtype, -max), from_double(dtype, min_normal),
-      from_double(dtype, -min_normal), from_double(dtype, 1.0), from_double(dtype, -1.0));
+  const std::vector<uint64_t> v = special_values(dtype);
+  return rc::gen::element(uint64_t{v[0]}, uint64_t{v[1]}, uint64_t{v[2]}, uint64_t{v[3]}, uint64_t{v[4]}, uint64_t{v[5]},
+                          uint64_t{v[6]}, uint64_t{v[7]}, uint64_t{v[8]}, uint64_t{v[9]}, uint64_t{v[10]}, uint64_t{v[11]});
 }
 
 rc::Gen<uint64_t> subnormal(DType dtype) {
-  const int man_bits = dtype == DType::kBF16 ? 7 : dtype == DType::kFP16 ? 10 : dtype == DType::kFP32 ? 23 : 52;
-  return with_random_sign(dtype, rc::gen::inRange<uint64_t>(1, uint64_t{1} << man_bits));
+  return with_random_sign(dtype, rc::gen::inRange<uint64_t>(1, uint64_t{1} << mantissa_bits(dtype)));
 }
 
 rc::Gen<uint64_t> tie(DType dtype) {
   if (dtype != DType::kFP32) return moderate(dtype);
   // High half from a moderate bf16, low half exactly 0x8000: halfway between two bf16 values.
-  return rc::gen::map(moderate(DType::kBF16), [](uint64_t hi) { return (hi << 16) | 0x8000u; });
+  return rc::gen::map(moderate(DType::kBF16), tie_bits);
 }
 
 rc::Gen<uint64_t> raw(DType dtype) {
-  const int bits = dtype_size(dtype) * 8;
-  if (bits == 64) return rc::gen::arbitrary<uint64_t>();
-  return rc::gen::inRange<uint64_t>(0, uint64_t{1} << bits);
+  if (dtype_size(dtype) == 8) return rc::gen::arbitrary<uint64_t>();
+  return rc::gen::inRange<uint64_t>(0, raw_range(dtype));
+}
+
+// The mixed family's weights: moderate, small_int, special, subnormal, tie, raw.
+constexpr int kMixedWeights[] = {40, 4, 3, 2, 2, 1};
+
+// A large tensor's elements from splitmix64 (seeded by one RapidCheck draw), each of the family's
+// classes with the same weights as the RapidCheck generators and their ranges at the nominal size
+// (RapidCheck narrows an integer's range at smaller sizes): RapidCheck's per-element
+// draws and shrink trees cost far more than the case's arithmetic on large tensors, and cases are
+// generated one at a time (see campaign.cpp), so they bounded a campaign's cases a second.
+void fill_seeded(Tensor& t, ValueFamily family, uint64_t seed) {
+  const DType dtype = t.dtype();
+  const std::vector<uint64_t> specials = special_values(dtype);
+  uint64_t state = seed;
+  auto below = [&](uint64_t n) { return splitmix64_next(state) % n; };  // n far below 2^64: bias negligible
+  auto moderate_of = [&](DType d) {
+    const int e = kModerateMinExp + static_cast<int>(below(kModerateMaxExp - kModerateMinExp + 1));
+    const uint32_t m = static_cast<uint32_t>(below(kModerateMantissas));
+    return moderate_bits(d, e, m, below(2) == 1);
+  };
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    ValueClass c = ValueClass::kModerate;
+    switch (family) {
+      case ValueFamily::kModerate: c = ValueClass::kModerate; break;
+      case ValueFamily::kSmallInt: c = ValueClass::kSmallInt; break;
+      case ValueFamily::kRaw: c = ValueClass::kRaw; break;
+      case ValueFamily::kMixed: {
+        int64_t r = static_cast<int64_t>(below(52));
+        int k = 0;
+        while (r >= kMixedWeights[k]) r -= kMixedWeights[k++];
+        c = static_cast<ValueClass>(k);
+        break;
+      }
+    }
+    uint64_t bits = 0;
+    switch (c) {
+      case ValueClass::kModerate: bits = moderate_of(dtype); break;
+      case ValueClass::kSmallInt: bits = small_int_bits(dtype, static_cast<int>(below(17)) - 8); break;
+      case ValueClass::kSpecial: bits = specials[below(specials.size())]; break;
+      case ValueClass::kSubnormal:
+        bits = 1 + below((uint64_t{1} << mantissa_bits(dtype)) - 1);
+        if (below(2) == 1) bits |= sign_bit(dtype);
+        break;
+      case ValueClass::kTie: bits = dtype == DType::kFP32 ? tie_bits(moderate_of(DType::kBF16)) : moderate_of(dtype); break;
+      case ValueClass::kRaw: bits = dtype_size(dtype) == 8 ? splitmix64_next(state) : below(raw_range(dtype)); break;
+    }
+    t.set_bits(i, bits);
+  }
 }
 
 }  // namespace
@@ -86,6 +152,13 @@ rc::Gen<ValueFamily> value_family() {
 
 rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family) {
   const int64_t numel = shape_numel(shape);
+  if (numel > kShrinkableElements)
+    // The seed at the nominal size: at size 0 an arbitrary integer is always 0.
+    return rc::gen::map(rc::gen::resize(rc::kNominalSize, rc::gen::arbitrary<uint64_t>()), [dtype, shape, family](uint64_t seed) {
+      Tensor t(dtype, shape);
+      fill_seeded(t, family, seed);
+      return t;
+    });
   rc::Gen<uint64_t> element = [&]() -> rc::Gen<uint64_t> {
     switch (family) {
       case ValueFamily::kModerate: return moderate(dtype);
@@ -93,12 +166,12 @@ rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family) {
       case ValueFamily::kRaw: return raw(dtype);
       case ValueFamily::kMixed: break;
     }
-    return rc::gen::weightedOneOf<uint64_t>({{40, moderate(dtype)},
-                                             {4, small_int(dtype)},
-                                             {3, special(dtype)},
-                                             {2, subnormal(dtype)},
-                                             {2, tie(dtype)},
-                                             {1, raw(dtype)}});
+    return rc::gen::weightedOneOf<uint64_t>({{kMixedWeights[0], moderate(dtype)},
+                                             {kMixedWeights[1], small_int(dtype)},
+                                             {kMixedWeights[2], special(dtype)},
+                                             {kMixedWeights[3], subnormal(dtype)},
+                                             {kMixedWeights[4], tie(dtype)},
+                                             {kMixedWeights[5], raw(dtype)}});
   }();
   return rc::gen::map(rc::gen::container<std::vector<uint64_t>>(static_cast<size_t>(numel), element),
                       [dtype, shape](const std::vector<uint64_t>& bits) {

@@ -31,6 +31,11 @@ rc::Gen<uint64_t> element_bits(DType dtype, ValueClass value_class);
 enum class ValueFamily { kMixed, kModerate, kSmallInt, kRaw };
 rc::Gen<ValueFamily> value_family();
 
+// A tensor of the family's values. Up to kShrinkableElements elements each element is its own
+// RapidCheck draw (shrinking toward +0); a larger tensor is filled from one drawn seed with the
+// same classes and weights (each class's whole range), since RapidCheck's per-element draws cost
+// far more than the case's arithmetic there.
+inline constexpr int64_t kShrinkableElements = 1024;
 rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family);
 
 // Row counts by class: 0, 1..16, 17, 32, large (up to 300).

@@ -1,0 +1,100 @@
+// gen::tensor: a large tensor (more than kShrinkableElements elements, filled from one drawn seed)
+// draws every class of its family in the proportions of the per-element generators, at every size;
+// a small one keeps RapidCheck's per-element shrinking.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+
+#include "core/gen.h"
+
+namespace bitparity::gen {
+namespace {
+
+Tensor draw(DType dtype, int64_t numel, ValueFamily family, uint64_t seed, int size = rc::kNominalSize) {
+  return tensor(dtype, {numel}, family)(rc::Random(seed), size).value();
+}
+
+constexpr int64_t kLarge = 4 * kShrinkableElements + 3;
+
+TEST(GenTensor, ALargeMixedTensorDrawsEveryClass) {
+  for (const DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Tensor t = draw(dtype, kLarge, ValueFamily::kMixed, 7);
+    std::vector<std::string> expected = {"nan", "inf", "-0", "subnormal"};
+    if (dtype == DType::kFP32) expected.push_back("bf16_tie");
+    const std::vector<std::string> tags = value_tags(t);
+    for (const std::string& tag : expected)
+      EXPECT_NE(std::find(tags.begin(), tags.end(), tag), tags.end()) << tag << " never drawn";
+    // The moderate class (40 of the mix's 52) and the small integers (4 of 52; 0 among them).
+    int64_t moderate = 0, integers = 0, negative = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = to_double(dtype, t.bits(i));
+      if (std::isfinite(v) && std::fabs(v) >= 0x1p-6 && std::fabs(v) < 0x1p7) ++moderate;
+      if (v == std::trunc(v) && std::fabs(v) <= 8) ++integers;
+      if (std::signbit(v)) ++negative;
+    }
+    const double n = static_cast<double>(t.numel());
+    EXPECT_GT(moderate / n, 0.70);
+    EXPECT_LT(moderate / n, 0.90);  // small integers from 1 to 8 count as moderate too
+    EXPECT_GT(integers / n, 0.05);
+    EXPECT_GT(negative / n, 0.40);
+    EXPECT_LT(negative / n, 0.60);
+  }
+}
+
+TEST(GenTensor, ALargeTensorKeepsToItsFamily) {
+  const Tensor ints = draw(DType::kBF16, kLarge, ValueFamily::kSmallInt, 3);
+  std::set<double> seen;
+  for (int64_t i = 0; i < ints.numel(); ++i) seen.insert(to_double(DType::kBF16, ints.bits(i)));
+  EXPECT_EQ(seen.size(), 17u) << "the integers -8..8";
+  EXPECT_EQ(*seen.begin(), -8.0);
+  EXPECT_EQ(*seen.rbegin(), 8.0);
+  const Tensor moderate = draw(DType::kFP32, kLarge, ValueFamily::kModerate, 3);
+  int64_t top = 0;
+  for (int64_t i = 0; i < moderate.numel(); ++i) {
+    const double v = std::fabs(to_double(DType::kFP32, moderate.bits(i)));
+    ASSERT_TRUE(v >= 0x1p-6 && v < 0x1p7) << v;
+    top += v >= 0x1p6;
+  }
+  EXPECT_GT(top, 0) << "the largest exponent never drawn";
+}
+
+// At size 0 RapidCheck's integers are all 0; a large tensor's seed is drawn at the nominal size.
+TEST(GenTensor, LargeTensorsDifferAtEverySize) {
+  for (const int size : {0, 1, 50, rc::kNominalSize}) {
+    EXPECT_FALSE(draw(DType::kBF16, kLarge, ValueFamily::kMixed, 1, size) ==
+                 draw(DType::kBF16, kLarge, ValueFamily::kMixed, 2, size))
+        << "size " << size;
+  }
+  EXPECT_TRUE(draw(DType::kBF16, kLarge, ValueFamily::kMixed, 1) == draw(DType::kBF16, kLarge, ValueFamily::kMixed, 1));
+}
+
+// A small tensor shrinks one element at a time.
+TEST(GenTensor, ASmallTensorShrinksElementByElement) {
+  const rc::Shrinkable<Tensor> s = tensor(DType::kBF16, {16}, ValueFamily::kModerate)(rc::Random(5), rc::kNominalSize);
+  const Tensor value = s.value();
+  bool one_element = false;
+  for (auto shrinks = s.shrinks(); auto next = shrinks.next();) {
+    const Tensor shrunk = next->value();
+    int differing = 0;
+    for (int64_t i = 0; i < value.numel(); ++i) differing += shrunk.bits(i) != value.bits(i);
+    if (differing == 1) {
+      one_element = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(one_element);
+  EXPECT_TRUE(tensor(DType::kBF16, {kShrinkableElements + 1}, ValueFamily::kModerate)(rc::Random(5), rc::kNominalSize)
+                  .shrinks()
+                  .next())
+      << "a large tensor's seed shrinks too";
+}
+
+}  // namespace
+}  // namespace bitparity::gen
