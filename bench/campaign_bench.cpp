@@ -21,6 +21,10 @@
 //   Bound/OP/DIR/C the error bound of contract C (a contract whose order is unknown, judged within a
 //                  derived bound) on the small cases, one thread: `cases` is bounds a second, what
 //                  the comparison adds to a device case whose sides differ in bits.
+//   Generate/OP/DIR the op's generator drawing cases as a campaign draws them (every size in turn,
+//                  each case its own seed, the first draw), one thread: `cases` is draws a second. A
+//                  campaign generates one case at a time (RapidCheck's implicit parameters are
+//                  process-wide), so this bounds a campaign's cases a second whatever its --jobs.
 //
 // BITPARITY_BENCH_ITERATIONS=N runs every benchmark for exactly N iterations in a single run (no
 // trial runs, no time target): the same cases in the same order every time, so that an instruction
@@ -230,6 +234,18 @@ void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
   state.counters["pairs"] = benchmark::Counter(static_cast<double>(pairs.size()));
 }
 
+void run_generate(benchmark::State& state, const OpInfo* op, Direction d) {
+  const rc::Gen<Case> gen = op->generate(d);
+  int64_t index = 0;
+  for (auto _ : state) {
+    const int size = static_cast<int>(index % (bitparity::campaign::kMaxGenSize + 1));
+    Case c = gen(rc::Random(bitparity::campaign::generation_seed(kSeed, index, 0)), size).value();
+    benchmark::DoNotOptimize(c);
+    ++index;
+  }
+  state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+
 // BITPARITY_BENCH_ITERATIONS where it is set (a positive integer); a clear error otherwise.
 std::optional<int64_t> fixed_iterations() {
   const char* text = std::getenv("BITPARITY_BENCH_ITERATIONS");
@@ -241,7 +257,8 @@ std::optional<int64_t> fixed_iterations() {
 }
 
 // Every op and direction of the registry: the small cases first, then the large ones, then the
-// small ones through the device pairs, then each side alone, then each error bound; exactly
+// small ones through the device pairs, then each side alone, then each error bound, then the
+// generator; exactly
 // BITPARITY_BENCH_ITERATIONS iterations each where it is set.
 void register_all() {
   const std::optional<int64_t> iterations = fixed_iterations();
@@ -292,6 +309,13 @@ void register_all() {
         const std::string name = "Bound/" + op.name + "/" + std::string(bitparity::direction_name(d)) + "/" + contract.name;
         fix(benchmark::RegisterBenchmark(name.c_str(), run_bound, &op, d, &contract))->UseRealTime();
       }
+  }
+  for (const OpInfo& op : bitparity::harness_registry().ops()) {
+    if (!op.generate) continue;
+    for (const auto& [d, specs] : op.inputs) {
+      const std::string name = "Generate/" + op.name + "/" + std::string(bitparity::direction_name(d));
+      fix(benchmark::RegisterBenchmark(name.c_str(), run_generate, &op, d))->UseRealTime();
+    }
   }
 }
 
