@@ -5,15 +5,18 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdio>
-#include <exception>
 #include <ctime>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <ostream>
 #include <set>
 #include <stdexcept>
+#include <tuple>
+#include <vector>
 
 #include <rapidcheck/Random.h>
 
@@ -268,33 +271,48 @@ class Campaign {
     return finish(p);
   }
 
-  // A block's cases of one target, prepared together (prepare_unit) by the first of them to start,
-  // and taken by each case's own work as it starts.
+  // Up to options.batch of a block's cases of one target (a unit), prepared together
+  // (prepare_unit) by the first of them to start, and taken by each case's own work as it starts.
   struct Unit {
     bool ready = false;            // under units_mutex_
     std::exception_ptr error;      // preparing the unit failed: every case of it fails so
     std::map<int64_t, Prepared> cases;  // by local index; a case's work takes its own
   };
-  using UnitKey = std::pair<int64_t, const Target*>;  // block, target
+  // Block, target, and which options.batch cases of the block's cases of the target (a shard may
+  // see one target more often than the others, or only one).
+  using UnitKey = std::tuple<int64_t, const Target*, int64_t>;
 
-  // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit (the
-  // block's cases of its target). The first case of a unit to start prepares the whole unit on its
-  // thread; the others wait for it. Each case then finishes on the thread that started it, so that
-  // the pairs' other sides and the findings' shrinking spread over the jobs as they do without
-  // batches.
+  // The local indices of block `block` whose target is `target`, in order, up to the case bound.
+  std::vector<int64_t> block_cases_of(int64_t block, const Target& target) const {
+    std::vector<int64_t> locals;
+    for (int64_t local = block * block_; local < (block + 1) * block_; ++local) {
+      const int64_t global = case_index(options_.shard, local);
+      if (options_.max_cases && global >= *options_.max_cases) break;
+      if (&target_of(global) == &target) locals.push_back(local);
+    }
+    return locals;
+  }
+
+  // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit. The first
+  // case of a unit to start prepares the whole unit on its thread; the others wait for it. Each
+  // case then finishes on the thread that started it, so that the pairs' other sides and the
+  // findings' shrinking spread over the jobs as they do without batches.
   Prepared take_prepared(int64_t local) {
     const Target* target = &target_of(case_index(options_.shard, local));
-    const UnitKey key{local / block_, target};
+    const int64_t block = local / block_;
+    int64_t position = 0;  // among the block's cases of the target
+    for (int64_t l = block * block_; l < local; ++l) position += &target_of(case_index(options_.shard, l)) == target;
+    const UnitKey key{block, target, position / options_.batch};
+    auto made = std::make_shared<Unit>();
     std::unique_lock<std::mutex> lock(units_mutex_);
-    auto [it, fresh] = units_.try_emplace(key);
-    if (fresh) it->second = std::make_shared<Unit>();
+    const auto [it, fresh] = units_.try_emplace(key, made);
     const std::shared_ptr<Unit> unit = it->second;
     if (fresh) {
       lock.unlock();
       std::exception_ptr error;
       std::map<int64_t, Prepared> cases;
       try {
-        cases = prepare_unit(key.first, *target);
+        cases = prepare_unit(key);
       } catch (...) {
         error = std::current_exception();
       }
@@ -314,42 +332,39 @@ class Campaign {
     return p;
   }
 
-  // Any thread: the cases of block `block` (up to the case bound) whose target is `target`,
-  // generated, with each backend that has a batch path run on them in batches of options.batch
-  // (each batch the cases whose pairs name that backend); its outcomes wait in each case's `ready`.
-  std::map<int64_t, Prepared> prepare_unit(int64_t block, const Target& target) {
-    std::vector<int64_t> locals;
-    for (int64_t local = block * block_; local < (block + 1) * block_; ++local) {
-      const int64_t global = case_index(options_.shard, local);
-      if (options_.max_cases && global >= *options_.max_cases) break;
-      if (&target_of(global) == &target) locals.push_back(local);
-    }
+  // Any thread: unit `key`'s cases generated, with each backend that has a batch path run on them
+  // together (each batch the cases whose pairs name that backend); its outcomes wait in each case's
+  // `ready`. After a stop request no batch runs: the cases that still start run their sides alone.
+  std::map<int64_t, Prepared> prepare_unit(const UnitKey& key) {
+    const auto& [block, target, sub] = key;
+    const std::vector<int64_t> all = block_cases_of(block, *target);
+    const size_t batch = static_cast<size_t>(options_.batch);
+    const size_t first = static_cast<size_t>(sub) * batch;
+    const std::vector<int64_t> locals(all.begin() + static_cast<std::ptrdiff_t>(std::min(first, all.size())),
+                                      all.begin() + static_cast<std::ptrdiff_t>(std::min(first + batch, all.size())));
     std::vector<Prepared> prepared;
     prepared.reserve(locals.size());
     for (const int64_t local : locals) prepared.push_back(prepare(case_index(options_.shard, local)));
     std::vector<std::string> backends;
-    for (const BackendPair& pair : target.pairs)
+    for (const BackendPair& pair : target->pairs)
       for (const std::string& side : {pair.a, pair.b})
-        if (runner_.batches(target.op->name, side) &&
+        if (runner_.batches(target->op->name, side) &&
             std::find(backends.begin(), backends.end(), side) == backends.end())
           backends.push_back(side);
-    const size_t batch = static_cast<size_t>(options_.batch);
-    for (size_t first = 0; first < prepared.size(); first += batch)
-      for (const std::string& backend : backends) {
-        std::vector<Prepared*> users;
-        for (size_t i = first; i < std::min(prepared.size(), first + batch); ++i) {
-          const Prepared& p = prepared[i];
-          if (p.c && std::any_of(p.pairs.begin(), p.pairs.end(),
-                                 [&](const BackendPair& q) { return q.a == backend || q.b == backend; }))
-            users.push_back(&prepared[i]);
-        }
-        if (users.empty()) continue;
-        std::vector<const Case*> cases;
-        for (const Prepared* p : users) cases.push_back(&*p->c);
-        std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
-        for (size_t k = 0; k < users.size(); ++k)
-          for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
-      }
+    for (const std::string& backend : backends) {
+      if (interrupted()) break;
+      std::vector<Prepared*> users;
+      for (Prepared& p : prepared)
+        if (p.c && std::any_of(p.pairs.begin(), p.pairs.end(),
+                               [&](const BackendPair& q) { return q.a == backend || q.b == backend; }))
+          users.push_back(&p);
+      if (users.empty()) continue;
+      std::vector<const Case*> cases;
+      for (const Prepared* p : users) cases.push_back(&*p->c);
+      std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
+      for (size_t k = 0; k < users.size(); ++k)
+        for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
+    }
     std::map<int64_t, Prepared> out;
     for (size_t i = 0; i < locals.size(); ++i) out.emplace(locals[i], std::move(prepared[i]));
     return out;

@@ -52,7 +52,7 @@ inline constexpr int kMaxJobs = 1024;
 inline constexpr int64_t kCasesInFlightPerJob = 1024;
 inline constexpr int64_t kDefaultNondeterminismEvery = 8;
 // Cases of one op and direction that a backend with a batch path (Registry::batch_impl: bitparity's
-// CUDA kernels) runs in one call (--batch).
+// CUDA kernels, and workers that take batch requests: --devices, --sanitizer) runs in one call (--batch).
 inline constexpr int kDefaultBatch = 16;
 inline constexpr int kMaxBatch = 1024;
 
@@ -88,12 +88,13 @@ struct CampaignOptions {
   double shrink_seconds = kDefaultShrinkSeconds;        // per shrink; finite and >= 0
   int jobs = 1;                                          // threads, 1 .. kMaxJobs
   // Where a side of the pairs has a batch path here (the CUDA kernels: one copy in, every case's
-  // launches, one copy out, one synchronization), the cases are taken in blocks of `batch` cases of
-  // every target: the first case of a block's target to start generates that target's cases of the
-  // block and runs them through that side together; each case then finishes (its other sides, the
-  // comparison, the shrinking of its findings) on the job that started it, as without batches.
-  // 1 runs every case alone. The report and the corpus are the same for every value, and a budget
-  // or an interrupt ends the run between two cases, as with 1. 1 .. kMaxBatch.
+  // launches, one copy out, one synchronization; a worker that takes batch requests: one request),
+  // the cases are taken in blocks of `batch` cases of every target: the first of a block's cases of
+  // a target to start generates up to `batch` of them and runs them through that side together;
+  // each case then finishes (its other sides, the comparison, the shrinking of its findings) on the
+  // job that started it, as without batches. 1 runs every case alone. The report and the corpus are
+  // the same for every value, and a budget or an interrupt ends the run between two cases, as
+  // with 1. 1 .. kMaxBatch.
   int batch = kDefaultBatch;
   // The default pairs include each non-reference implementation against itself (K:C vs K:C: the
   // case runs twice, a difference is a `nondeterminism` finding). An order-of-arrival contract

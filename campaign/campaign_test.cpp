@@ -695,8 +695,8 @@ TEST_F(CampaignTest, EveryBatchSizeGivesTheReportAndCorpusOfOne) {
 }
 
 // A second op, "toy2", the toy under another name, with fake_gpu:exact's batch path calling
-// `on_batch` after each batch: two targets, so that a block holds two batches.
-Registry with_second_op(Registry r, const std::function<void()>& on_batch) {
+// `on_batch` with the batch's size after each batch: two targets, so that a block holds two batches.
+Registry with_second_op(Registry r, const std::function<void(size_t)>& on_batch) {
   OpInfo second = testing::toy_op();
   second.name = "toy2";
   const auto generate = second.generate;
@@ -715,7 +715,7 @@ Registry with_second_op(Registry r, const std::function<void()>& on_batch) {
     r.add_batch_impl(op, "fake_gpu", "exact", [gpu, on_batch](const std::vector<const Case*>& cases, const ContractInfo& info) {
       std::vector<BatchOutcome> out(cases.size());
       for (size_t i = 0; i < cases.size(); ++i) out[i].outputs = gpu(*cases[i], info);
-      on_batch();
+      on_batch(cases.size());
       return out;
     });
   return r;
@@ -727,7 +727,7 @@ Registry with_second_op(Registry r, const std::function<void()>& on_batch) {
 TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
   std::atomic<bool> stop{false};
   std::atomic<int> batches{0};
-  const Registry r = with_second_op(registry, [&] {
+  const Registry r = with_second_op(registry, [&](size_t) {
     if (++batches == 3) stop = true;  // block 1's first batch (toy); its toy2 batch must not run
   });
   CampaignOptions o = options();
@@ -747,6 +747,31 @@ TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
   EXPECT_EQ(cut.counts, bounded.counts);
   EXPECT_EQ(cut.coverage, bounded.coverage);
   EXPECT_EQ(cut.findings, bounded.findings);
+}
+
+// A shard that sees only one of two targets (shard 0/2: the even case indices, all toy) still runs
+// batches of at most --batch cases, and its report is that of --batch 1.
+TEST_F(CampaignTest, AShardOfOneTargetRunsBatchesOfAtMostN) {
+  std::mutex mutex;
+  std::vector<size_t> sizes;
+  const Registry r = with_second_op(registry, [&](size_t n) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    sizes.push_back(n);
+  });
+  CampaignOptions o = options();
+  o.pairs = {{"fake_gpu:exact", "ref:exact"}};
+  o.shard = {0, 2};
+  o.max_cases = 80;
+  o.jobs = 2;
+  o.batch = 4;
+  const reports::Report batched = without_times(run_campaign(r, o));
+  ASSERT_FALSE(sizes.empty());
+  EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), 4u);
+  EXPECT_EQ(total_cases(batched), 40);
+  o.batch = 1;
+  const reports::Report alone = without_times(run_campaign(r, o));
+  EXPECT_EQ(batched.counts, alone.counts);
+  EXPECT_EQ(batched.findings, alone.findings);
 }
 
 // A batch's cases finish (their other sides, the comparison, the shrinking) on the jobs that

@@ -61,7 +61,8 @@ void add_exec_flags(CLI::App& app, ExecFlags& flags) {
                  "/bin/sh -c) and that speaks the exec protocol (README, \"Backends in other processes\"); "
                  "its contracts become NAME:CONTRACT in list, run, diff, replay and campaigns. Repeatable.");
   app.add_option("--exec-timeout", flags.timeout_seconds,
-                 "seconds a worker may take to start or to answer one case before it counts as hung: a "
+                 "seconds a worker may take to start or to answer one request (one case, or a campaign's "
+                 "--batch of cases, which then run again one a request) before it counts as hung: a "
                  "device_fault, and a fresh worker for the next case (default 120)")
       ->check(CLI::PositiveNumber);
   app.add_option("--devices", flags.devices,

@@ -295,13 +295,15 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--batch", f->batch,
-                  "cases of one op and direction that bitparity's CUDA kernels run in one round trip, 1 .. " +
+                  "cases of one op and direction that a backend with a batch path runs in one call, 1 .. " +
                       std::to_string(campaign::kMaxBatch) +
-                      ": their inputs in one copy, their launches back to back, their outputs in one copy and one "
-                      "synchronization (a batch too large for the thread's 8 MiB arena runs case by case). The first case of a batch "
-                      "to start runs the batch; each case is then compared, judged and shrunk alone on the job that started "
-                      "it, and the report and the corpus are those of --batch 1. 1 runs every case alone. No effect where no "
-                      "side has a batch path (the reference, workers, plug-ins)")
+                      ": bitparity's CUDA kernels take their inputs in one copy, launch back to back, and give their "
+                      "outputs in one copy and one synchronization (a batch too large for the thread's 8 MiB arena runs "
+                      "case by case); the workers of --devices and --sanitizer take them in one request (a batch that "
+                      "meets a fault runs its cases again alone). The first case of a batch to start runs the batch; "
+                      "each case is then compared, judged and shrunk alone on the job that started it, and the report "
+                      "and the corpus are those of --batch 1. 1 runs every case alone. No effect where no side has a "
+                      "batch path (the reference, plug-ins, --exec workers that do not offer batches)")
       ->type_name("N")
       ->capture_default_str();
   app->add_option("--nondeterminism-every", f->nondeterminism_every,

@@ -93,7 +93,8 @@ constexpr int kMixedWeights[] = {40, 4, 3, 2, 2, 1};
 // generated one at a time (see campaign.cpp), so they bounded a campaign's cases a second.
 void fill_seeded(Tensor& t, ValueFamily family, uint64_t seed) {
   const DType dtype = t.dtype();
-  const std::vector<uint64_t> specials = special_values(dtype);
+  // The special values exist for floating dtypes only (the mixed family is drawn for those alone).
+  const std::vector<uint64_t> specials = family == ValueFamily::kMixed ? special_values(dtype) : std::vector<uint64_t>{};
   uint64_t state = seed;
   auto below = [&](uint64_t n) { return splitmix64_next(state) % n; };  // n far below 2^64: bias negligible
   auto moderate_of = [&](DType d) {

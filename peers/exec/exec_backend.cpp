@@ -240,7 +240,9 @@ std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry,
     // Batch requests of consecutive cases, each within kWorkerBatchBytes of inputs (one case at
     // least). A fault (the worker dies, hangs, answers out of protocol, or its sanitizer reports)
     // is the whole batch's: it throws, and the campaign runs the batch's cases alone, each in
-    // turn, so that the case that caused it is the one that meets it.
+    // turn, so that the case that caused it is the one that meets it. A batch request has one
+    // case's time (request_seconds), so that a hang costs one timeout, not one a case; a batch of
+    // slow cases that runs out of it is run again case by case, each with that time.
     registry.add_batch_impl(op, kind, contract, [workers, next_id](const std::vector<const Case*>& cases,
                                                                    const ContractInfo& info) {
       std::vector<BatchOutcome> out;

@@ -53,6 +53,7 @@ int serve_worker(const Registry& registry, const std::string& kind, std::istream
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     int64_t id = 0;
+    bool batch = false;
     json answer;
     try {
       json request = parse_json_text(line, "request");
@@ -60,7 +61,8 @@ int serve_worker(const Registry& registry, const std::string& kind, std::istream
       const std::string contract = get_string(request, "contract", "");
       request.erase("id");
       request.erase("contract");
-      if (request.contains("batch")) {
+      batch = request.contains("batch");
+      if (batch) {
         // Several cases of one op and contract: each case's answer in "results", in order, each
         // what the case alone would get (run_batch_impl).
         const json& list = require_array(request, "batch", "");
@@ -93,7 +95,9 @@ int serve_worker(const Registry& registry, const std::string& kind, std::istream
       if (before_case) before_case(c, contract);
       answer = {{"id", id}, {"outputs", tensors_to_json(run_impl(registry, kind + ":" + contract, c))}};
     } catch (const RejectError& e) {
-      answer = {{"id", id}, {"reject", {{"class", e.error_class()}, {"message", e.what()}}}};
+      // A batch's cases are answered in "results"; a rejection of the request itself is an error.
+      if (batch) answer = {{"id", id}, {"error", e.what()}};
+      else answer = {{"id", id}, {"reject", {{"class", e.error_class()}, {"message", e.what()}}}};
     } catch (const std::exception& e) {
       if (is_fatal && is_fatal(e)) {
         std::cerr << "bitparity worker: stopping, this process cannot compute more: " << e.what() << std::endl;
