@@ -774,6 +774,52 @@ TEST_F(CampaignTest, AShardOfOneTargetRunsBatchesOfAtMostN) {
   EXPECT_EQ(batched.findings, alone.findings);
 }
 
+// A unit is at most --batch cases: where a shard sees one target only (shard 0/2 of two targets),
+// a block's eight cases of it are two units of four, prepared by two jobs at once. The first batch
+// waits (at most 20 s) for the second to run beside it; as one unit of eight, one job would run the
+// two batches one after the other. Five jobs: cases 0-3 wait for the first unit, case 4 starts the
+// second.
+TEST_F(CampaignTest, AShardsUnitsArePreparedByTheirOwnJobs) {
+  struct Meeting {
+    std::mutex mutex;
+    std::condition_variable arrived;
+    int inside = 0;
+    bool met = false;
+  };
+  const auto meeting = std::make_shared<Meeting>();
+  // toy and toy2 (two targets) on a kind that takes any number of calls at once, as bitparity's
+  // CUDA kernels do, with a batch path that meets.
+  Registry r = with_second_op(registry, [](size_t) {});
+  BackendKind wide{"wide_gpu", "fake_gpu's contracts, any number of calls at once", nullptr};
+  wide.concurrent_calls = kAnyNumberOfCalls;
+  r.add_backend(wide);
+  const Impl gpu = *r.impl("toy", "fake_gpu:exact");
+  for (const char* op : {"toy", "toy2"}) {
+    r.add_impl(op, "wide_gpu", "exact", gpu);
+    r.add_batch_impl(op, "wide_gpu", "exact", [gpu, meeting](const std::vector<const Case*>& cases, const ContractInfo& info) {
+      {
+        std::unique_lock<std::mutex> lock(meeting->mutex);
+        if (++meeting->inside >= 2) meeting->met = true;
+        meeting->arrived.notify_all();
+        meeting->arrived.wait_for(lock, std::chrono::seconds(20), [&] { return meeting->met; });
+        --meeting->inside;
+      }
+      std::vector<BatchOutcome> out(cases.size());
+      for (size_t i = 0; i < cases.size(); ++i) out[i].outputs = gpu(*cases[i], info);
+      return out;
+    });
+  }
+  CampaignOptions o = options();
+  o.pairs = {{"wide_gpu:exact", "ref:exact"}};
+  o.shard = {0, 2};
+  o.max_cases = 16;
+  o.jobs = 5;
+  o.batch = 4;
+  const reports::Report report = run_campaign(r, o);
+  EXPECT_EQ(total_cases(report), 8);
+  EXPECT_TRUE(meeting->met) << "the block's two batches ran one after the other";
+}
+
 // A batch's cases finish (their other sides, the comparison, the shrinking) on the jobs that
 // started them, not all on the job that ran the batch: the reference side of the first case to reach
 // it waits (at most 20 s) until a second case of the same batch reaches it beside it, which only
