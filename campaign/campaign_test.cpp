@@ -774,18 +774,29 @@ TEST_F(CampaignTest, AShardOfOneTargetRunsBatchesOfAtMostN) {
   EXPECT_EQ(batched.findings, alone.findings);
 }
 
+// Calls that must overlap: the first to arrive waits (at most 20 s) until a second is inside
+// beside it; `met` says whether two ever were. Calls that run one after the other each wait 20 s.
+struct Meeting {
+  std::mutex mutex;
+  std::condition_variable arrived;
+  int inside = 0;
+  bool met = false;
+
+  void arrive() {
+    std::unique_lock<std::mutex> lock(mutex);
+    if (++inside >= 2) met = true;
+    arrived.notify_all();
+    arrived.wait_for(lock, std::chrono::seconds(20), [&] { return met; });
+    --inside;
+  }
+};
+
 // A unit is at most --batch cases: where a shard sees one target only (shard 0/2 of two targets),
 // a block's eight cases of it are two units of four, prepared by two jobs at once. The first batch
 // waits (at most 20 s) for the second to run beside it; as one unit of eight, one job would run the
 // two batches one after the other. Five jobs: cases 0-3 wait for the first unit, case 4 starts the
 // second.
 TEST_F(CampaignTest, AShardsUnitsArePreparedByTheirOwnJobs) {
-  struct Meeting {
-    std::mutex mutex;
-    std::condition_variable arrived;
-    int inside = 0;
-    bool met = false;
-  };
   const auto meeting = std::make_shared<Meeting>();
   // toy and toy2 (two targets) on a kind that takes any number of calls at once, as bitparity's
   // CUDA kernels do, with a batch path that meets.
@@ -797,13 +808,7 @@ TEST_F(CampaignTest, AShardsUnitsArePreparedByTheirOwnJobs) {
   for (const char* op : {"toy", "toy2"}) {
     r.add_impl(op, "wide_gpu", "exact", gpu);
     r.add_batch_impl(op, "wide_gpu", "exact", [gpu, meeting](const std::vector<const Case*>& cases, const ContractInfo& info) {
-      {
-        std::unique_lock<std::mutex> lock(meeting->mutex);
-        if (++meeting->inside >= 2) meeting->met = true;
-        meeting->arrived.notify_all();
-        meeting->arrived.wait_for(lock, std::chrono::seconds(20), [&] { return meeting->met; });
-        --meeting->inside;
-      }
+      meeting->arrive();
       std::vector<BatchOutcome> out(cases.size());
       for (size_t i = 0; i < cases.size(); ++i) out[i].outputs = gpu(*cases[i], info);
       return out;
@@ -828,12 +833,6 @@ TEST_F(CampaignTest, AShardsUnitsArePreparedByTheirOwnJobs) {
 TEST_F(CampaignTest, ABatchsCasesFinishOnTheJobsThatStartedThem) {
   const auto log = std::make_shared<BatchLog>();
   Registry r = with_batches(registry, log);
-  struct Meeting {
-    std::mutex mutex;
-    std::condition_variable arrived;
-    int inside = 0;
-    bool met = false;
-  };
   const auto meeting = std::make_shared<Meeting>();
   // The toy's reference under a kind that takes any number of calls at once, as the real one does.
   BackendKind wide{"wide_ref", "the toy's reference, any number of calls at once", nullptr};
@@ -841,13 +840,7 @@ TEST_F(CampaignTest, ABatchsCasesFinishOnTheJobsThatStartedThem) {
   r.add_backend(wide);
   const Impl ref = *r.impl("toy", "ref:exact");
   r.add_impl("toy", "wide_ref", "exact", [ref, meeting](const Case& c, const ContractInfo& info) {
-    {
-      std::unique_lock<std::mutex> lock(meeting->mutex);
-      if (++meeting->inside >= 2) meeting->met = true;
-      meeting->arrived.notify_all();
-      meeting->arrived.wait_for(lock, std::chrono::seconds(20), [&] { return meeting->met; });
-      --meeting->inside;
-    }
+    meeting->arrive();
     return ref(c, info);
   });
   ASSERT_TRUE(r.batch_impl("toy", "fake_gpu:exact")) << "the batch path was dropped";
