@@ -23,8 +23,8 @@
 //                  the comparison adds to a device case whose sides differ in bits.
 //   Generate/OP/DIR the op's generator drawing cases as a campaign draws them (every size in turn,
 //                  each case its own seed, the first draw), one thread: `cases` is draws a second. A
-//                  campaign generates one case at a time (RapidCheck's implicit parameters are
-//                  process-wide), so this bounds a campaign's cases a second whatever its --jobs.
+//                  process generates one case at a time (RapidCheck's implicit parameters are
+//                  process-wide), so this bounds what one of a campaign's --generators processes draws.
 //
 // BITPARITY_BENCH_ITERATIONS=N runs every benchmark for exactly N iterations in a single run (no
 // trial runs, no time target): the same cases in the same order every time, so that an instruction

@@ -21,6 +21,7 @@
 #include <rapidcheck/Random.h>
 
 #include "campaign/case_runner.h"
+#include "campaign/generation_pool.h"
 #include "campaign/ordered_work.h"
 #include "core/error.h"
 #include "core/outcome.h"
@@ -190,7 +191,12 @@ class Campaign {
       return finish(p);
     };
     w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
+    // Forked before the jobs' threads start; ended (its processes too) before the report is returned.
+    std::unique_ptr<GenerationPool> pool = start_generators();
+    pool_ = pool.get();
     run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
+    pool_ = nullptr;
+    pool.reset();
     report_.run.elapsed_seconds = elapsed();
     report_.run.interrupted = interrupted();
     report_progress(true);
@@ -370,29 +376,57 @@ class Campaign {
     return out;
   }
 
-  // RapidCheck keeps its implicit parameters (gen::exec's handler) in process-wide stacks that are
-  // not synchronized: one case is generated at a time.
-  // Aimed at inputs that every side accepts (a rejection compares no arithmetic): a case that a
-  // contract of the pairs rejects is drawn again, from the next seed of generation_seed, up to
-  // kAcceptAttempts times, each at a larger size; one case in kKeepRejectionsEvery keeps its first
-  // draw, so that rejections (error_mismatch: the sides' input checks) are still tested.
+  // Case `global`, drawn by the generator processes (pool_) or, without them, here under
+  // generate_mutex_: RapidCheck keeps its implicit parameters (gen::exec's handler) in process-wide
+  // stacks that are not synchronized, so a process draws one case at a time.
   std::optional<Case> generate(const Target& target, int64_t global) {
+    std::optional<Drawn> d;
+    if (pool_) d = pool_->take((global - options_.shard.index) / options_.shard.count);
+    if (!d) {
+      const std::lock_guard<std::mutex> lock(generate_mutex_);
+      d = draw(target, global);
+    }
+    if (!d->c) warn_once("generator of " + target.op->name, d->error);
+    return std::move(d->c);
+  }
+
+  // One process at a time. Aimed at inputs that every side accepts (a rejection compares no
+  // arithmetic): a case that a contract of the pairs rejects is drawn again, from the next seed of
+  // generation_seed, up to kAcceptAttempts times, each at a larger size; one case in
+  // kKeepRejectionsEvery keeps its first draw, so that rejections (error_mismatch: the sides' input
+  // checks) are still tested.
+  Drawn draw(const Target& target, int64_t global) const {
     const int size = static_cast<int>((global / static_cast<int64_t>(targets_.size())) % (kMaxGenSize + 1));
     const bool keep_first_draw = global % kKeepRejectionsEvery == 0;
     try {
-      const std::lock_guard<std::mutex> lock(generate_mutex_);
       for (int attempt = 0;; ++attempt) {
         // A small size may draw the rejected shape every time (zero rows): each draw again grows it.
         const int draw_size = std::min(kMaxGenSize, size + kRedrawSizeStep * attempt);
         Case c = target.op->generate(target.direction)(rc::Random(generation_seed(options_.seed, global, attempt)),
                                                         draw_size)
                      .value();
-        if (keep_first_draw || attempt + 1 >= kAcceptAttempts || accepted_by_every_side(target, c)) return c;
+        if (keep_first_draw || attempt + 1 >= kAcceptAttempts || accepted_by_every_side(target, c)) return {c, {}};
       }
     } catch (const std::exception& e) {
-      warn_once("generator of " + target.op->name, e.what());
+      return {std::nullopt, e.what()};
     }
-    return std::nullopt;
+  }
+
+  // The generator processes: options.generators, or as many as the jobs when they are more than one.
+  std::unique_ptr<GenerationPool> start_generators() {
+    const int processes = options_.generators.value_or(options_.jobs > 1 ? options_.jobs : 0);
+    if (processes == 0) return nullptr;
+    std::optional<int64_t> end;  // the first local index past the case bound
+    if (options_.max_cases)
+      end = std::max<int64_t>(0, (*options_.max_cases - options_.shard.index + options_.shard.count - 1) /
+                                     options_.shard.count);
+    auto pool = std::make_unique<GenerationPool>(
+        processes, std::max<int64_t>(2 * block_, 4 * int64_t{processes}), end, [this](int64_t local) {
+          const int64_t global = case_index(options_.shard, local);
+          return draw(target_of(global), global);
+        });
+    if (pool->alive() == 0) warn_once("generator processes", "none could be started; cases are drawn in this process");
+    return pool;
   }
 
   PairOutcome outcome_of(const Target& target, const BackendPair& pair, const Case& c, const DiffResult& r,
@@ -568,7 +602,8 @@ class Campaign {
   std::condition_variable unit_ready_;
   std::map<UnitKey, std::shared_ptr<Unit>> units_;  // the units prepared or being prepared, until their cases are taken
   std::set<std::string> corpus_signatures_;  // in the corpus before the run; read by every thread
-  std::mutex generate_mutex_;
+  std::mutex generate_mutex_;   // draws in this process
+  GenerationPool* pool_ = nullptr;  // run()'s generator processes, while it runs
   std::mutex claims_mutex_;
   std::map<std::string, int64_t> claims_;  // signature -> the earliest case that shrinks it
   std::mutex output_mutex_;                // progress lines and warnings
@@ -652,6 +687,9 @@ void check_options(const CampaignOptions& options) {
   if (options.jobs < 1 || options.jobs > kMaxJobs)
     throw std::invalid_argument("jobs: expected an integer from 1 to " + std::to_string(kMaxJobs) + ", got " +
                                 std::to_string(options.jobs));
+  if (options.generators && (*options.generators < 0 || *options.generators > kMaxJobs))
+    throw std::invalid_argument("generators: expected an integer from 0 to " + std::to_string(kMaxJobs) + ", got " +
+                                std::to_string(*options.generators));
   if (options.batch < 1 || options.batch > kMaxBatch)
     throw std::invalid_argument("batch: expected an integer from 1 to " + std::to_string(kMaxBatch) + ", got " +
                                 std::to_string(options.batch));

@@ -15,7 +15,8 @@
 // A signature is shrunk once, from the first case (lowest index) that shows it: shrinking keeps
 // the signature, so a later case's shrink could only find the entry already written.
 //
-// Parallelism (`jobs`): cases are generated, run, compared and shrunk on several threads, and
+// Parallelism (`jobs`): cases are generated (in processes of their own: `generators`), run,
+// compared and shrunk on several threads, and
 // their results are applied to the report and the corpus in case order, so that a run's output is
 // the same for every number of jobs (a time budget changes only how many cases ran). Threads share
 // the registry under one rule (BackendKind::concurrent_calls): the builtin CPU reference runs
@@ -96,6 +97,11 @@ struct CampaignOptions {
   // the same for every value, and a budget or an interrupt ends the run between two cases, as
   // with 1. 1 .. kMaxBatch.
   int batch = kDefaultBatch;
+  // Processes that draw the cases (GenerationPool: copies of this process, forked when the run
+  // starts), so that generation, one case at a time in a process, keeps up with the jobs. None: as
+  // many as the jobs when they are more than one, else none; 0 draws in this process. The cases,
+  // the report and the corpus are the same for every value. 0 .. kMaxJobs.
+  std::optional<int> generators;
   // The default pairs include each non-reference implementation against itself (K:C vs K:C: the
   // case runs twice, a difference is a `nondeterminism` finding). An order-of-arrival contract
   // runs twice on every case; any other on one case in this many (0: never). A self pair asked for
@@ -119,7 +125,8 @@ std::vector<corpus::BackendPair> pairs_for(const Registry& registry, const OpInf
 
 // std::invalid_argument naming the option when a number is out of range (a NaN or infinite
 // budget, a negative case bound, no shrink calls, a negative or NaN shrink time, jobs outside
-// 1 .. kMaxJobs, a batch outside 1 .. kMaxBatch, a shard outside 0 <= i < n).
+// 1 .. kMaxJobs, generators outside 0 .. kMaxJobs, a batch outside 1 .. kMaxBatch, a shard outside
+// 0 <= i < n).
 void check_options(const CampaignOptions& options);
 
 // Checks the options and the corpus folder (it must be a folder, or creatable, that takes new

@@ -1,6 +1,9 @@
 // The campaign on the fake "toy" registry: pairs, shards, deduplication, corpus writing, stop.
 #include <unistd.h>
 
+#include <csignal>
+#include <sstream>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -151,6 +154,11 @@ TEST(Options, OutOfRangeNumbersAreRejectedBeforeAnyWork) {
     o = {};
     o.jobs = jobs;
     EXPECT_THROW(check_options(o), std::invalid_argument) << jobs;
+  }
+  for (const int generators : {-1, kMaxJobs + 1}) {
+    o = {};
+    o.generators = generators;
+    EXPECT_THROW(check_options(o), std::invalid_argument) << generators;
   }
   for (const int batch : {0, -1, kMaxBatch + 1}) {
     o = {};
@@ -599,6 +607,128 @@ TEST_F(CampaignTest, EveryNumberOfJobsGivesTheReportAndCorpusOfOne) {
     }
     fs::remove_all(dir);
   }
+}
+
+// A pair's cases by outcome: "agreements", "mismatch:KIND", "skip:REASON" (one outcome a case).
+std::map<std::string, int64_t> case_outcomes(const reports::PairCounts& c) {
+  std::map<std::string, int64_t> outcomes{{"agreements", c.agreements}};
+  for (const auto& [kind, n] : c.mismatches) outcomes["mismatch:" + kind] = n;
+  for (const auto& [reason, n] : c.skips) outcomes["skip:" + reason] = n;
+  return outcomes;
+}
+
+// The fake registry with the toy's generator wrapped: each draw leaves an empty file in `dir` named
+// after the process that drew it ("PID.N"). In a process other than `campaign` (a generator process),
+// the first draw at size `die_at` (if any) marks it ("died") and kills its own process, as the OOM
+// killer would.
+Registry with_drawing_log(const Registry& base, const fs::path& dir, pid_t campaign, std::optional<int> die_at) {
+  Registry r;
+  for (const BackendKind& kind : base.backends()) r.add_backend(kind);
+  OpInfo toy = *base.op("toy");
+  const auto generate = toy.generate;
+  toy.generate = [generate, dir, campaign, die_at](Direction d) {
+    const rc::Gen<Case> inner = generate(d);
+    return rc::Gen<Case>([inner, dir, campaign, die_at](const rc::Random& random, int size) {
+      static std::atomic<int> draws{0};
+      std::ofstream(dir / (std::to_string(::getpid()) + "." + std::to_string(++draws)));
+      if (::getpid() != campaign && die_at && size == *die_at && !fs::exists(dir / "died")) {
+        std::ofstream(dir / "died");
+        ::raise(SIGKILL);
+      }
+      return inner(random, size);
+    });
+  };
+  r.add_op(toy);
+  for (const std::string& name : base.impls_of("toy")) {
+    const auto [kind, contract] = split_backend_name(name);
+    r.add_impl("toy", kind, contract, *base.impl("toy", name));
+  }
+  return r;
+}
+
+// The processes that drew the cases logged in `dir` (with_drawing_log), with their draws.
+std::map<std::string, int> draws_by_process(const fs::path& dir) {
+  std::map<std::string, int> draws;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (const std::string name = e.path().filename().string(); name != "died") ++draws[name.substr(0, name.find('.'))];
+  return draws;
+}
+
+// --generators N: the cases are drawn in N processes of their own, several of them, none in the
+// campaign's; the report and the corpus are those of the campaign drawing every case itself.
+TEST_F(CampaignTest, GeneratorProcessesDrawTheCasesOfTheCampaignsOwnProcess) {
+  const fs::path log = fresh_dir("draws");
+  fs::create_directories(log);
+  const std::string self = std::to_string(::getpid());
+  const Registry r = with_drawing_log(registry, log, ::getpid(), std::nullopt);
+  CampaignOptions o = options();
+  o.pairs = {{"ref:exact", "ref:sloppy"}, {"ref:exact", "ref:strict"}};
+  o.jobs = 3;
+  std::optional<reports::Report> first;
+  std::map<std::string, std::string> first_files;
+  for (const int generators : {0, 3}) {
+    const fs::path corpus = fresh_dir("generators" + std::to_string(generators));
+    o.corpus_dir = corpus;
+    o.generators = generators;
+    const reports::Report report = without_times(run_campaign(r, o));
+    const std::map<std::string, int> draws = draws_by_process(log);
+    fs::remove_all(log);
+    fs::create_directories(log);
+    EXPECT_EQ(total_cases(report), 2 * kCases);
+    if (generators == 0) {
+      EXPECT_EQ(draws.size(), 1u);
+      EXPECT_GE(draws.count(self) ? draws.at(self) : 0, kCases) << "drawn here";
+      first = report;
+      first_files = corpus_files(corpus);
+      EXPECT_GE(first_files.size(), 2u);
+    } else {
+      EXPECT_EQ(draws.count(self), 0u) << "a case was drawn in the campaign's process";
+      EXPECT_GE(draws.size(), 2u) << "the cases were drawn by one process";
+      EXPECT_LE(draws.size(), 3u);
+      EXPECT_EQ(report.counts, first->counts);
+      EXPECT_EQ(report.coverage, first->coverage);
+      EXPECT_EQ(report.findings, first->findings);
+      EXPECT_EQ(corpus_files(corpus), first_files);
+    }
+    fs::remove_all(corpus);
+  }
+  fs::remove_all(log);
+}
+
+// A generator process that dies costs the case it was drawing, counted as not generated with the
+// process's end in the warning; the other processes draw every other case, so the run ends with
+// all its cases and the counts of a run without the death, that one case apart.
+TEST_F(CampaignTest, AGeneratorProcessThatDiesCostsOnlyTheCaseItWasDrawing) {
+  const fs::path log = fresh_dir("dying_draws");
+  fs::create_directories(log);
+  CampaignOptions o = options();
+  o.max_cases = 100;  // size 37 is drawn once: case 37's first draw (no redraw reaches it)
+  o.jobs = 2;
+  o.generators = 3;
+  const reports::Report whole = without_times(run_campaign(with_drawing_log(registry, log, ::getpid(), std::nullopt), o));
+  fs::remove_all(log);
+  fs::create_directories(log);
+  std::ostringstream progress;
+  o.progress = &progress;
+  const reports::Report cut = without_times(run_campaign(with_drawing_log(registry, log, ::getpid(), 37), o));
+  EXPECT_TRUE(fs::exists(log / "died")) << "no process died";
+  fs::remove_all(log);
+  EXPECT_EQ(total_cases(cut), 100);
+  ASSERT_EQ(cut.counts.size(), 1u);
+  ASSERT_EQ(whole.counts.size(), 1u);
+  std::map<std::string, int64_t> whole_cases = case_outcomes(whole.counts[0]), cut_cases = case_outcomes(cut.counts[0]);
+  EXPECT_EQ(cut_cases["skip:generation_failed"], 1) << progress.str();
+  EXPECT_EQ(whole_cases["skip:generation_failed"], 0);
+  EXPECT_NE(progress.str().find("killed by signal 9"), std::string::npos) << progress.str();
+  // The other 99 cases as in the whole run: case 37 left one outcome there for generation_failed.
+  int64_t moved = 0;
+  for (const auto& [outcome, n] : whole_cases) {
+    if (outcome == "skip:generation_failed") continue;
+    const int64_t lost = n - cut_cases[outcome];
+    EXPECT_TRUE(lost == 0 || lost == 1) << outcome << ": " << n << " -> " << cut_cases[outcome];
+    moved += lost;
+  }
+  EXPECT_EQ(moved, 1);
 }
 
 // fake_gpu:exact with a batch path (Registry::add_batch_impl) that logs the size of every batch it

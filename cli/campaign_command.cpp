@@ -74,7 +74,7 @@ struct CampaignFlags {
               max_shrink_calls = std::to_string(fuzz::kDefaultMaxShrinkCalls),
               shrink_seconds = std::to_string(static_cast<int>(campaign::kDefaultShrinkSeconds)),
               jobs = std::to_string(all_cores()), batch = std::to_string(campaign::kDefaultBatch),
-              nondeterminism_every = std::to_string(campaign::kDefaultNondeterminismEvery);
+              nondeterminism_every = std::to_string(campaign::kDefaultNondeterminismEvery), generators;
   std::vector<std::string> pairs;
   std::vector<std::string> ops;
   std::string corpus_dir, report_file, junit_file, baseline_dir, shard = "0/1", same_contract_pin = "open";
@@ -91,6 +91,8 @@ CampaignOptions options_from(const Registry& registry, const CampaignFlags& flag
   o.shrink_seconds = parse_number(flags.shrink_seconds, "--shrink-seconds", 0, kMaxBudgetSeconds);
   o.jobs = static_cast<int>(parse_integer(flags.jobs, "--jobs", 1, campaign::kMaxJobs));
   o.batch = static_cast<int>(parse_integer(flags.batch, "--batch", 1, campaign::kMaxBatch));
+  if (!flags.generators.empty())
+    o.generators = static_cast<int>(parse_integer(flags.generators, "--generators", 0, campaign::kMaxJobs));
   o.nondeterminism_every = parse_integer(flags.nondeterminism_every, "--nondeterminism-every", 0,
                                          std::numeric_limits<int64_t>::max());
   for (const std::string& p : flags.pairs) {
@@ -294,6 +296,15 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                       "stream), a pool of N workers (--devices N) N cases at once, every other kind one at a time")
       ->type_name("N")
       ->capture_default_str();
+  app->add_option("--generators", f->generators,
+                  "processes that draw the cases, 0 .. " + std::to_string(campaign::kMaxJobs) +
+                      " (default: as many as --jobs when it is more than 1, else 0). A process draws one case at a "
+                      "time (RapidCheck's generators keep process-wide state), so the campaign forks these copies of "
+                      "itself when it starts and each draws the cases it is sent, ahead of the jobs; a case's draw "
+                      "depends only on the seed and its index, so the report and the corpus are those of 0, which "
+                      "draws in the campaign's own process. A copy that dies costs the case it was drawing (counted "
+                      "as not generated, with a warning); the others take its cases")
+      ->type_name("N");
   app->add_option("--batch", f->batch,
                   "cases of one op and direction that a backend with a batch path runs in one call, 1 .. " +
                       std::to_string(campaign::kMaxBatch) +
