@@ -171,7 +171,10 @@ class Campaign {
       : options_(options),
         targets_(make_targets(registry, options)),
         runner_(registry, CompareOptions{options.strict_nan},
-                [this](const std::string& backend, const std::string& what) { warn_once(backend, what); }) {
+                [this](const std::string& backend, const std::string& what) { warn_once(backend, what); },
+                [this](const std::string& backend, size_t cases, const std::string& what) {
+                  batch_failed(backend, cases, what);
+                }) {
     if (!options.corpus_dir.empty()) {
       check_output_folder(options.corpus_dir);
       corpus_signatures_ = corpus::load_signatures(options.corpus_dir);
@@ -200,6 +203,10 @@ class Campaign {
     report_.run.elapsed_seconds = elapsed();
     report_.run.interrupted = interrupted();
     report_progress(true);
+    if (options_.progress)
+      for (const auto& [backend, n] : batch_failures_)
+        *options_.progress << "warning: " << n << " batch" << (n == 1 ? "" : "es") << " on " << backend
+                           << " failed as a whole; their cases ran again alone\n";
     return report_;
   }
 
@@ -524,6 +531,17 @@ class Campaign {
                        << "\n";
   }
 
+  // A batch that failed as a whole; its cases ran again alone. The first of each backend is shown,
+  // and the count at the end of the run: where every case then passed alone, the fault is the batch
+  // path's own (a staging or arena bug, a worker that cannot take a batch), which no count shows.
+  void batch_failed(const std::string& backend, size_t cases, const std::string& what) {
+    const std::lock_guard<std::mutex> lock(output_mutex_);
+    if (batch_failures_[backend]++ == 0 && options_.progress)
+      *options_.progress << "warning: a batch of " << cases << " cases on " << backend
+                         << " failed as a whole; its cases ran again alone (later batch failures are counted at the end): "
+                         << what << "\n";
+  }
+
   // Shrinks while the finding keeps its signature (kind, output and the op's shape and value
   // classes: a NaN clamp's finding does not become a clamp = -1 one), for at most max_shrink_calls
   // runs and shrink_seconds; returns the case and its result.
@@ -608,6 +626,7 @@ class Campaign {
   std::map<std::string, int64_t> claims_;  // signature -> the earliest case that shrinks it
   std::mutex output_mutex_;                // progress lines and warnings
   std::set<std::string> warned_;           // under output_mutex_
+  std::map<std::string, int64_t> batch_failures_;  // backend -> batches failed as a whole; under output_mutex_
   // commit's alone, after the constructor:
   std::set<std::string> known_;  // signatures in the corpus and found so far
   reports::Report report_;

@@ -904,6 +904,37 @@ TEST_F(CampaignTest, AShardOfOneTargetRunsBatchesOfAtMostN) {
   EXPECT_EQ(batched.findings, alone.findings);
 }
 
+// A batch path that fails on every batch while every case passes alone (a fault of the batching
+// itself) is reported: the first failure with its reason, and the count at the end. The counts are
+// those of --batch 1, since each case ran again alone.
+TEST_F(CampaignTest, ABatchThatFailsAsAWholeIsReportedThoughItsCasesPassAlone) {
+  Registry r = registry;
+  auto batches = std::make_shared<std::atomic<int>>(0);
+  r.add_batch_impl("toy", "fake_gpu", "exact", [batches](const std::vector<const Case*>&, const ContractInfo&) -> std::vector<BatchOutcome> {
+    ++*batches;
+    throw std::runtime_error("staging arena overrun");
+  });
+  CampaignOptions o = options();
+  o.pairs = {{"fake_gpu:exact", "ref:exact"}};
+  o.max_cases = 64;
+  o.batch = 8;
+  o.jobs = 2;
+  std::ostringstream progress;
+  o.progress = &progress;
+  const reports::Report batched = without_times(run_campaign(r, o));
+  ASSERT_GT(batches->load(), 1);
+  EXPECT_NE(progress.str().find("failed as a whole; its cases ran again alone"), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("staging arena overrun"), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find("warning: " + std::to_string(batches->load()) + " batches on fake_gpu:exact failed"),
+            std::string::npos)
+      << progress.str();
+  o.batch = 1;
+  o.progress = nullptr;
+  const reports::Report alone = without_times(run_campaign(r, o));
+  EXPECT_EQ(batched.counts, alone.counts);
+  EXPECT_EQ(batched.findings, alone.findings);
+}
+
 // Calls that must overlap: the first to arrive waits (at most 20 s) until a second is inside
 // beside it; `met` says whether two ever were. Calls that run one after the other each wait 20 s.
 struct Meeting {

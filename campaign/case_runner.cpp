@@ -39,10 +39,12 @@ class CaseRunner::Held {
   Slots* slots_;
 };
 
-CaseRunner::CaseRunner(const Registry& registry, CompareOptions options, OnUnusable on_unusable)
+CaseRunner::CaseRunner(const Registry& registry, CompareOptions options, OnUnusable on_unusable,
+                       OnBatchFailed on_batch_failed)
     : registry_(registry),
       options_(options),
       on_unusable_(std::move(on_unusable)),
+      on_batch_failed_(std::move(on_batch_failed)),
       kind_slots_(std::make_unique<std::map<std::string, Slots>>()),
       unknown_kind_slot_(std::make_unique<Slots>(1)) {
   for (const BackendKind& kind : registry.backends())
@@ -94,7 +96,11 @@ std::vector<CaseRunner::Ready> CaseRunner::run_batches(const std::vector<const C
     try {
       const Held slot = slot_for(backend);
       outcomes = run_batch_impl(registry_, backend, cases);
+    } catch (const std::exception& e) {
+      if (on_batch_failed_) on_batch_failed_(backend, cases.size(), e.what());
+      continue;
     } catch (...) {
+      if (on_batch_failed_) on_batch_failed_(backend, cases.size(), "an exception that is not a std::exception");
       continue;
     }
     for (size_t i = 0; i < cases.size(); ++i) ready[i].emplace(backend, corpus::side_outcome(std::move(outcomes[i])));

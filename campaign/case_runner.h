@@ -25,12 +25,16 @@ namespace bitparity::campaign {
 
 // Why a backend could not be used at all (an unknown name, an unusable kind): the caller reports it.
 using OnUnusable = std::function<void(const std::string& backend, const std::string& what)>;
+// A batch that failed as a whole (run_batches), whose cases then run alone: the caller reports it,
+// since a fault of the batch path alone shows nowhere else when each case passes alone.
+using OnBatchFailed = std::function<void(const std::string& backend, size_t cases, const std::string& what)>;
 
 class CaseRunner {
  public:
   // The kinds' call slots are made here, for every kind the registry has now: add exec workers,
   // plug-ins and peers to the registry first.
-  CaseRunner(const Registry& registry, CompareOptions options, OnUnusable on_unusable = {});
+  CaseRunner(const Registry& registry, CompareOptions options, OnUnusable on_unusable = {},
+             OnBatchFailed on_batch_failed = {});
 
   // corpus::run_side under the kind's lock; nullopt (after on_unusable) when the backend cannot be
   // used at all.
@@ -50,8 +54,8 @@ class CaseRunner {
   // Each of `backends` that batches() the cases' op (one op and direction), run once on all of
   // `cases` under its kind's slot (run_batch_impl): per case the outcome run_side would give, in
   // ready[i][backend]. Backends without a batch path are left for run_pairs, and so is a backend
-  // whose batch fails as a whole (a staging allocation): its cases then run alone, where the
-  // failure, if it is theirs, shows as it does without batches.
+  // whose batch fails as a whole (a staging allocation, a worker's fault): on_batch_failed is told,
+  // and its cases then run alone, where the failure, if it is theirs, shows as it does without batches.
   std::vector<Ready> run_batches(const std::vector<const Case*>& cases, const std::vector<std::string>& backends) const;
 
   const CompareOptions& compare_options() const { return options_; }
@@ -75,6 +79,7 @@ class CaseRunner {
   const Registry& registry_;
   CompareOptions options_;
   OnUnusable on_unusable_;
+  OnBatchFailed on_batch_failed_;
   // The kinds with a limit; the map itself is never changed after construction.
   std::unique_ptr<std::map<std::string, Slots>> kind_slots_;
   std::unique_ptr<Slots> unknown_kind_slot_;  // a kind the registry did not have at construction: one call at a time
