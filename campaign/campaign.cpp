@@ -15,6 +15,7 @@
 #include <ostream>
 #include <set>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -393,7 +394,7 @@ class Campaign {
       const std::lock_guard<std::mutex> lock(generate_mutex_);
       d = draw(target, global);
     }
-    if (!d->c) warn_once("generator of " + target.op->name, d->error);
+    if (!d->c) warn_once((d->lost ? "generator process of " : "generator of ") + target.op->name, d->error);
     return std::move(d->c);
   }
 
@@ -416,12 +417,16 @@ class Campaign {
       }
     } catch (const std::exception& e) {
       return {std::nullopt, e.what()};
+    } catch (...) {
+      return {std::nullopt, "an exception that is not a std::exception"};
     }
   }
 
-  // The generator processes: options.generators, or as many as the jobs when they are more than one.
+  // The generator processes: options.generators, or as many as the jobs (at most the cores) when
+  // they are more than one.
   std::unique_ptr<GenerationPool> start_generators() {
-    const int processes = options_.generators.value_or(options_.jobs > 1 ? options_.jobs : 0);
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int processes = options_.generators.value_or(options_.jobs > 1 ? std::min(options_.jobs, cores) : 0);
     if (processes == 0) return nullptr;
     std::optional<int64_t> end;  // the first local index past the case bound
     if (options_.max_cases)
@@ -432,7 +437,10 @@ class Campaign {
           const int64_t global = case_index(options_.shard, local);
           return draw(target_of(global), global);
         });
-    if (pool->alive() == 0) warn_once("generator processes", "none could be started; cases are drawn in this process");
+    if (const int alive = pool->alive(); alive < processes)
+      warn_once("generator processes", std::to_string(processes - alive) + " of " + std::to_string(processes) +
+                                           " could not be started (" + pool->failure() + ")" +
+                                           (alive == 0 ? "; cases are drawn in this process" : ""));
     return pool;
   }
 

@@ -99,7 +99,8 @@ struct CampaignOptions {
   int batch = kDefaultBatch;
   // Processes that draw the cases (GenerationPool: copies of this process, forked when the run
   // starts), so that generation, one case at a time in a process, keeps up with the jobs. None: as
-  // many as the jobs when they are more than one, else none; 0 draws in this process. The cases,
+  // many as the jobs (at most the cores) when they are more than one, else none; 0 draws in this
+  // process. The cases,
   // the report and the corpus are the same for every value. 0 .. kMaxJobs.
   std::optional<int> generators;
   // The default pairs include each non-reference implementation against itself (K:C vs K:C: the

@@ -712,6 +712,7 @@ TEST_F(CampaignTest, AGeneratorProcessThatDiesCostsOnlyTheCaseItWasDrawing) {
   o.progress = &progress;
   const reports::Report cut = without_times(run_campaign(with_drawing_log(registry, log, ::getpid(), 37), o));
   EXPECT_TRUE(fs::exists(log / "died")) << "no process died";
+  EXPECT_EQ(draws_by_process(log).count(std::to_string(::getpid())), 0u) << "the other cases were drawn here";
   fs::remove_all(log);
   EXPECT_EQ(total_cases(cut), 100);
   ASSERT_EQ(cut.counts.size(), 1u);

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -59,6 +60,7 @@ class Reader {
 };
 
 constexpr uint8_t kLastDType = static_cast<uint8_t>(DType::kI64);
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;  // far above any case a generator draws
 
 size_t tensor_bytes(const Case& c) {
   size_t n = 0;
@@ -135,6 +137,8 @@ std::string encode_case(const Case& c) {
   for (const auto& [name, t] : c.inputs) {
     w.str(name);
     w.u8(static_cast<uint8_t>(t.dtype()));
+    // A default-constructed tensor (no shape, no bytes) is not the rank-0 tensor of one element.
+    w.u8(t.shape().empty() && t.nbytes() == 0 ? 1 : 0);
     w.u64(t.shape().size());
     for (const int64_t d : t.shape()) w.i64(d);
     w.bytes(t.data(), t.nbytes());
@@ -170,6 +174,13 @@ Case decode_case(std::string_view bytes) {
     std::string name(r.str());
     const uint8_t dtype = r.u8();
     if (dtype > kLastDType) throw std::runtime_error("a drawn case's dtype is unknown");
+    if (r.u8() == 1) {
+      if (r.u64() != 0) throw std::runtime_error("a drawn case's empty tensor has a shape");
+      Tensor t;
+      if (t.dtype() != static_cast<DType>(dtype)) throw std::runtime_error("a drawn case's empty tensor has a dtype");
+      c.inputs.emplace(std::move(name), std::move(t));
+      continue;
+    }
     const uint64_t rank = r.u64();
     if (rank > static_cast<uint64_t>(kMaxTensorRank)) throw std::runtime_error("a drawn case's rank is too large");
     Shape shape(rank);
@@ -185,22 +196,27 @@ Case decode_case(std::string_view bytes) {
 }
 
 GenerationPool::GenerationPool(int processes, int64_t lookahead, std::optional<int64_t> end,
-                               std::function<Drawn(int64_t local)> draw)
-    : lookahead_(std::max<int64_t>(lookahead, 1)), end_(end), children_(static_cast<size_t>(std::max(processes, 0))) {
+                               std::function<Drawn(int64_t local)> draw, double draw_seconds)
+    : lookahead_(std::max<int64_t>(lookahead, 1)), draw_seconds_(draw_seconds), end_(end), children_(static_cast<size_t>(std::max(processes, 0))) {
   // Every process first, then the readers: a process forked after a reader thread started would
-  // copy a process with threads.
+  // copy one more thread's state.
+  const pid_t parent = getpid();
   for (Child& child : children_) {
     int fds[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) continue;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      failure_ = std::string("socketpair: ") + std::strerror(errno);
+      continue;
+    }
     const pid_t pid = fork();
     if (pid < 0) {
+      failure_ = std::string("fork: ") + std::strerror(errno);
       close(fds[0]);
       close(fds[1]);
       continue;
     }
     if (pid == 0) {
       close(fds[0]);
-      serve(fds[1], draw);
+      serve(fds[1], parent, draw);
     }
     close(fds[1]);
     child.pid = pid;
@@ -211,26 +227,19 @@ GenerationPool::GenerationPool(int processes, int64_t lookahead, std::optional<i
     if (child.alive) child.reader = std::thread([this, &child] { read_answers(child); });
 }
 
-void GenerationPool::serve(int fd, const std::function<Drawn(int64_t)>& draw) {
+void GenerationPool::serve(int fd, pid_t parent, const std::function<Drawn(int64_t)>& draw) {
   // The copy ends with its campaign: a parent that dies leaves no process drawing for nobody.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) _exit(0);
+  if (getppid() != parent) _exit(0);
   // Only the socket stays open: the campaign's other descriptors (workers' sockets, devices, the
   // corpus) stay the campaign's, and a worker sees its input end when the campaign closes it.
   for (int other = 3; other < fd; ++other) close(other);
-  close_range(static_cast<unsigned>(fd) + 1, ~0U, 0);
+  if (close_range(static_cast<unsigned>(fd) + 1, ~0U, 0) != 0)
+    for (long other = fd + 1, most = sysconf(_SC_OPEN_MAX); other < most; ++other) close(static_cast<int>(other));
   for (;;) {
     int64_t local = 0;
     if (!read_all(fd, &local, sizeof local)) _exit(0);
-    Drawn d;
-    try {
-      d = draw(local);
-    } catch (const std::exception& e) {
-      d = {std::nullopt, e.what()};
-    } catch (...) {
-      d = {std::nullopt, "an exception that is not a std::exception"};
-    }
-    const std::string frame = frame_of(local, d);
+    const std::string frame = frame_of(local, draw(local));
     if (!write_all(fd, frame.data(), frame.size())) _exit(0);
   }
 }
@@ -240,11 +249,12 @@ void GenerationPool::read_answers(Child& child) {
   for (;;) {
     uint64_t length = 0;
     if (!read_all(child.fd, &length, sizeof length)) break;
-    std::string body(length, '\0');
-    if (!read_all(child.fd, body.data(), body.size())) break;
     Drawn d;
     int64_t local = -1;
     try {
+      if (length < sizeof(int64_t) + 1 || length > kMaxFrameBytes) throw std::runtime_error("a frame of " + std::to_string(length) + " bytes");
+      std::string body(length, '\0');
+      if (!read_all(child.fd, body.data(), body.size())) break;
       Reader r(body);
       local = r.i64();
       const bool has_case = r.u8() != 0;
@@ -261,8 +271,15 @@ void GenerationPool::read_answers(Child& child) {
       break;
     }
     child.waiting.pop_front();
-    if (d.c) answer_bytes_ += tensor_bytes(*d.c);
+    child.since = Clock::now();
+    if (d.c) {
+      const size_t bytes = tensor_bytes(*d.c);
+      answer_bytes_ += bytes;
+      drawn_bytes_ += bytes;
+    }
+    ++drawn_;
     answers_.emplace(local, std::move(d));
+    flush(child);  // it read a request to draw this one: room for more
     answered_.notify_all();
   }
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -278,10 +295,13 @@ void GenerationPool::child_ended(Child& child, const std::string& why) {
   if (closing_) return;
   std::deque<int64_t> waiting = std::move(child.waiting);
   child.waiting.clear();
+  child.outbox.clear();
   if (!waiting.empty()) {
     // The process draws in the order sent: the first index waiting is the one it was drawing.
-    answers_.emplace(waiting.front(),
-                     Drawn{std::nullopt, "the process drawing it " + (why.empty() ? status_text(status) : why)});
+    const std::string how = !child.killed_because.empty() ? child.killed_because
+                            : !why.empty()                ? why
+                                                          : status_text(status);
+    answers_.emplace(waiting.front(), Drawn{std::nullopt, "the process drawing it " + how, true});
     waiting.pop_front();
   }
   for (const int64_t local : waiting)
@@ -290,27 +310,52 @@ void GenerationPool::child_ended(Child& child, const std::string& why) {
 }
 
 bool GenerationPool::send(int64_t local) {
-  for (;;) {
-    Child* best = nullptr;
-    for (Child& c : children_)
-      if (c.alive && (!best || c.waiting.size() < best->waiting.size())) best = &c;
-    if (!best) return false;
-    if (write_all(best->fd, &local, sizeof local)) {
-      best->waiting.push_back(local);
-      return true;
+  Child* best = nullptr;
+  for (Child& c : children_)
+    if (c.alive && (!best || c.waiting.size() < best->waiting.size())) best = &c;
+  if (!best) return false;
+  if (best->waiting.empty()) best->since = Clock::now();
+  best->waiting.push_back(local);
+  best->outbox.append(reinterpret_cast<const char*>(&local), sizeof local);
+  flush(*best);
+  return true;
+}
+
+void GenerationPool::flush(Child& child) {
+  while (!child.outbox.empty()) {
+    const ssize_t w = ::send(child.fd, child.outbox.data(), child.outbox.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // sent when it answers
+    if (w <= 0) {
+      // Its reader sees the end, reaps it and moves its waiting indices.
+      shutdown(child.fd, SHUT_RDWR);
+      return;
     }
-    // Its reader will see the end and reap it; its own waiting indices move then.
-    best->alive = false;
-    shutdown(best->fd, SHUT_RDWR);
+    child.outbox.erase(0, static_cast<size_t>(w));
   }
 }
 
 void GenerationPool::send_ahead(int64_t through) {
   if (end_) through = std::min(through, *end_ - 1);
-  for (; next_to_send_ <= through; ++next_to_send_) {
-    if (answer_bytes_ > kPoolWaitingBytes) return;
+  size_t in_flight = 0;
+  for (const Child& c : children_) in_flight += c.waiting.size();
+  for (; next_to_send_ <= through; ++next_to_send_, ++in_flight) {
+    const size_t mean = drawn_ ? drawn_bytes_ / drawn_ : 0;
+    if (answer_bytes_ + in_flight * mean > kPoolWaitingBytes) return;
     if (!send(next_to_send_)) unserved_.insert(next_to_send_);
   }
+}
+
+void GenerationPool::kill_stuck() {
+  const Clock::time_point now = Clock::now();
+  for (Child& c : children_)
+    if (c.alive && c.killed_because.empty() && !c.waiting.empty() &&
+        std::chrono::duration<double>(now - c.since).count() > draw_seconds_) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", draw_seconds_);
+      c.killed_because = std::string("drew it for more than ") + seconds + " s and was killed";
+      kill(c.pid, SIGKILL);  // its reader reaps it
+    }
 }
 
 std::optional<Drawn> GenerationPool::take(int64_t local) {
@@ -320,7 +365,8 @@ std::optional<Drawn> GenerationPool::take(int64_t local) {
   for (; next_to_send_ <= local; ++next_to_send_)
     if (!send(next_to_send_)) unserved_.insert(next_to_send_);
   send_ahead(local + lookahead_);
-  answered_.wait(lock, [&] { return answers_.count(local) || unserved_.count(local); });
+  while (!answered_.wait_for(lock, std::chrono::seconds(1), [&] { return answers_.count(local) || unserved_.count(local); }))
+    kill_stuck();
   if (unserved_.erase(local)) return std::nullopt;
   auto it = answers_.find(local);
   Drawn d = std::move(it->second);

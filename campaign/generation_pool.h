@@ -10,13 +10,21 @@
 //
 // The campaign asks for each local case index once, in about increasing order (take); the pool
 // keeps the next `lookahead` indices in flight at the processes with the fewest waiting, within a
-// bound on the bytes of cases drawn and not yet taken.
+// bound on the bytes of cases drawn and not yet taken (those in flight counted at the mean size of
+// the cases drawn so far). No call blocks on a socket while the pool's lock is held: requests a
+// process has no room for wait in its outbox until it answers.
 //
-// A process that dies (a generator that crashes, the OOM killer) costs the case it was drawing,
-// which is answered as not drawn with the reason; its other waiting indices go to the processes
-// still alive, and when none is, take says so and the campaign draws in its own process again.
+// The process may already run library threads when the pool forks it (the CUDA driver's, once a
+// backend asked whether a device is there); a copy runs only the generators and the contracts'
+// input checks, which use neither the device nor those threads' locks.
+//
+// A process that dies (a generator that crashes, the OOM killer) or draws one case for longer than
+// kPoolDrawSeconds (then it is killed) costs the case it was drawing, which is answered as not
+// drawn with the reason (Drawn::lost); its other waiting indices go to the processes still alive,
+// and when none is, take says so and the campaign draws in its own process again.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -40,6 +48,7 @@ namespace bitparity::campaign {
 struct Drawn {
   std::optional<Case> c;
   std::string error;
+  bool lost = false;  // the process drawing it ended or was killed; `error` says how
 };
 
 // The case as bytes between a generator process and its campaign, and back. Not a file format:
@@ -47,18 +56,23 @@ struct Drawn {
 std::string encode_case(const Case& c);
 Case decode_case(std::string_view bytes);
 
-// Cases drawn and not yet taken, at most this many bytes of tensors (beyond the one a take waits for).
+// Cases drawn or in flight and not yet taken, at most about this many bytes of tensors (beyond the
+// indices up to the one a take waits for).
 inline constexpr size_t kPoolWaitingBytes = size_t{512} << 20;
+// A process that draws one case for longer is killed (a generator that hangs), and the case counted
+// as not drawn.
+inline constexpr double kPoolDrawSeconds = 300;
 
 class GenerationPool {
  public:
   // Forks `processes` (>= 1) copies of this process; in each, draw(local) runs for every index it
-  // is sent, and the process ends when the pool does (or its parent dies). `end` bounds the local
+  // is sent (it must not throw: a failed draw is a Drawn without a case), and the process ends when
+  // the pool does (or its parent dies). `end` bounds the local
   // indices asked for ahead (none: unbounded). Call it before the campaign starts threads of its own:
   // a copy runs only draw, on the forking thread's state. When no process can be made, every take
   // answers none.
   GenerationPool(int processes, int64_t lookahead, std::optional<int64_t> end,
-                 std::function<Drawn(int64_t local)> draw);
+                 std::function<Drawn(int64_t local)> draw, double draw_seconds = kPoolDrawSeconds);
   ~GenerationPool();
   GenerationPool(const GenerationPool&) = delete;
   GenerationPool& operator=(const GenerationPool&) = delete;
@@ -68,24 +82,33 @@ class GenerationPool {
   std::optional<Drawn> take(int64_t local);
 
   int alive() const;  // processes still drawing
+  // Why a process could not be made ("fork: Resource temporarily unavailable"), or empty.
+  const std::string& failure() const { return failure_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   struct Child {
     pid_t pid = -1;
     int fd = -1;                  // this end of the socket: requests out, draws in
-    bool alive = false;           // under mutex_
-    std::deque<int64_t> waiting;  // indices sent and not answered, in the order sent; under mutex_
+    // Under mutex_:
+    bool alive = false;
+    std::deque<int64_t> waiting;  // indices sent (or in the outbox) and not answered, in order
+    std::string outbox;           // request bytes the socket had no room for yet
+    Clock::time_point since;      // of its last answer, or of its first request after being idle
+    std::string killed_because;   // set when the pool killed it
     std::thread reader;
   };
 
-  void fork_child(Child& child);
-  [[noreturn]] static void serve(int fd, const std::function<Drawn(int64_t)>& draw);
+  [[noreturn]] static void serve(int fd, pid_t parent, const std::function<Drawn(int64_t)>& draw);
   void read_answers(Child& child);
   void child_ended(Child& child, const std::string& why);   // mutex_ held
   bool send(int64_t local);                                 // mutex_ held; false: no process alive
+  void flush(Child& child);                                 // mutex_ held; never blocks
   void send_ahead(int64_t through);                         // mutex_ held
+  void kill_stuck();                                        // mutex_ held
 
   const int64_t lookahead_;
+  const double draw_seconds_;
   const std::optional<int64_t> end_;
   std::vector<Child> children_;
   mutable std::mutex mutex_;
@@ -93,8 +116,10 @@ class GenerationPool {
   int64_t next_to_send_ = 0;                 // every index below it was sent (or left to the caller)
   std::map<int64_t, Drawn> answers_;         // drawn, not yet taken
   size_t answer_bytes_ = 0;                  // their tensors' bytes
+  size_t drawn_bytes_ = 0, drawn_ = 0;       // every answer's tensors so far: their mean sizes those in flight
   std::set<int64_t> unserved_;               // indices no process will draw: take answers none
   bool closing_ = false;
+  std::string failure_;  // why the last process that could not be made could not
 };
 
 }  // namespace bitparity::campaign

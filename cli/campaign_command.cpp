@@ -298,7 +298,7 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       ->capture_default_str();
   app->add_option("--generators", f->generators,
                   "processes that draw the cases, 0 .. " + std::to_string(campaign::kMaxJobs) +
-                      " (default: as many as --jobs when it is more than 1, else 0). A process draws one case at a "
+                      " (default: as many as --jobs, at most the cores, when it is more than 1, else 0). A process draws one case at a "
                       "time (RapidCheck's generators keep process-wide state), so the campaign forks these copies of "
                       "itself when it starts and each draws the cases it is sent, ahead of the jobs; a case's draw "
                       "depends only on the seed and its index, so the report and the corpus are those of 0, which "
