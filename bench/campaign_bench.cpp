@@ -21,6 +21,13 @@
 //   Bound/OP/DIR/C the error bound of contract C (a contract whose order is unknown, judged within a
 //                  derived bound) on the small cases, one thread: `cases` is bounds a second, what
 //                  the comparison adds to a device case whose sides differ in bits.
+//   Campaign/OP    a whole campaign (campaign/campaign.h) of the op's small cases: its default
+//                  pairs (the device's against the reference and the sampled self pair where a
+//                  device is there, else the reference contracts), --batch 16, as many jobs and
+//                  generator processes as the machine has cores, shrinks off; the op's generator
+//                  draws at sizes 0 .. kSmallCampaignSizes - 1, again (at most 8 times) until a case
+//                  has at most 256 input elements. `cases` is cases a second from the campaign's start
+//                  to its report: generation, batches, sides, comparison and commit.
 //   Generate/OP/DIR the op's generator drawing cases as a campaign draws them (every size in turn,
 //                  each case its own seed, the first draw), one thread: `cases` is draws a second. A
 //                  process generates one case at a time (RapidCheck's implicit parameters are
@@ -44,7 +51,9 @@
 #include <string>
 #include <vector>
 
+#include <rapidcheck/Gen.h>
 #include <rapidcheck/Random.h>
+#include <rapidcheck/shrinkable/Create.h>
 
 #include "campaign/campaign.h"
 #include "campaign/case_runner.h"
@@ -256,9 +265,57 @@ std::optional<int64_t> fixed_iterations() {
   return n;
 }
 
+// The campaign of Campaign/OP: the sizes its generator draws at, and the cases of one run.
+constexpr int kSmallCampaignSizes = 4;
+constexpr int64_t kSmallCampaignCases = 20000;
+
+// The harness registry with `op`'s generator drawing small cases only (Campaign/OP).
+bitparity::Registry small_cases_only(const OpInfo& op) {
+  const bitparity::Registry& all = bitparity::harness_registry();
+  bitparity::Registry r;
+  for (const bitparity::BackendKind& kind : all.backends()) r.add_backend(kind);
+  OpInfo small = op;
+  small.generate = [generate = op.generate](Direction d) {
+    const rc::Gen<Case> inner = generate(d);
+    return rc::Gen<Case>([inner](const rc::Random& random, int size) {
+      rc::Random r = random;
+      for (int draw = 0;; ++draw) {
+        Case c = inner(r.split(), size % kSmallCampaignSizes).value();
+        if (draw == 7 || input_elements(c) <= kSmallElements) return rc::shrinkable::just(std::move(c));
+      }
+    });
+  };
+  r.add_op(small);
+  for (const std::string& name : all.impls_of(op.name)) {
+    const auto [kind, contract] = bitparity::split_backend_name(name);
+    r.add_impl(op.name, kind, contract, *all.impl(op.name, name));
+    if (const bitparity::BatchImpl* batch = all.batch_impl(op.name, name)) r.add_batch_impl(op.name, kind, contract, *batch);
+  }
+  return r;
+}
+
+void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
+  const bitparity::Registry registry = small_cases_only(*op);
+  bitparity::campaign::CampaignOptions o;
+  o.ops = {op->name};
+  o.max_cases = kSmallCampaignCases;
+  o.budget_seconds = 600;
+  o.shrink_seconds = 0;
+  o.max_shrink_calls = 1;
+  o.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int64_t cases = 0;
+  for (auto _ : state) {
+    o.seed = kSeed + static_cast<uint64_t>(cases);
+    const bitparity::reports::Report report = bitparity::campaign::run_campaign(registry, o);
+    for (const bitparity::reports::Coverage& c : report.coverage) cases += c.cases;
+  }
+  state.counters["cases"] = benchmark::Counter(static_cast<double>(cases), benchmark::Counter::kIsRate);
+  state.counters["jobs"] = benchmark::Counter(o.jobs);
+}
+
 // Every op and direction of the registry: the small cases first, then the large ones, then the
-// small ones through the device pairs, then each side alone, then each error bound, then the
-// generator; exactly
+// small ones through the device pairs, then each side alone, then each error bound, then whole
+// campaigns of small cases, then the generator; exactly
 // BITPARITY_BENCH_ITERATIONS iterations each where it is set.
 void register_all() {
   const std::optional<int64_t> iterations = fixed_iterations();
@@ -310,6 +367,11 @@ void register_all() {
         fix(benchmark::RegisterBenchmark(name.c_str(), run_bound, &op, d, &contract))->UseRealTime();
       }
   }
+  for (const OpInfo& op : bitparity::harness_registry().ops())
+    if (op.generate)
+      fix(benchmark::RegisterBenchmark(("Campaign/" + op.name).c_str(), run_campaign_of_small_cases, &op))
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
   for (const OpInfo& op : bitparity::harness_registry().ops()) {
     if (!op.generate) continue;
     for (const auto& [d, specs] : op.inputs) {
