@@ -24,10 +24,11 @@
 //   Campaign/OP    a whole campaign (campaign/campaign.h) of the op's small cases: its default
 //                  pairs (the device's against the reference and the sampled self pair where a
 //                  device is there, else the reference contracts), --batch 16, as many jobs and
-//                  generator processes as the machine has cores, shrinks off; the op's generator
-//                  draws at sizes 0 .. kSmallCampaignSizes - 1, again (at most 8 times) until a case
-//                  has at most 256 input elements. `cases` is cases a second from the campaign's start
-//                  to its report: generation, batches, sides, comparison and commit.
+//                  generator processes as the machine has cores, shrinks off. Its generator picks
+//                  each case from the small cases of Small/ (a copy: Generate/ measures the op's
+//                  generator), so `cases`, cases a second from the campaign's start to its report,
+//                  is what the campaign's engine (generator processes, batches, sides, comparison,
+//                  commit in case order) does with small cases.
 //   Generate/OP/DIR the op's generator drawing cases as a campaign draws them (every size in turn,
 //                  each case its own seed, the first draw), one thread: `cases` is draws a second. A
 //                  process generates one case at a time (RapidCheck's implicit parameters are
@@ -53,10 +54,10 @@
 
 #include <rapidcheck/Gen.h>
 #include <rapidcheck/Random.h>
-#include <rapidcheck/shrinkable/Create.h>
 
 #include "campaign/campaign.h"
 #include "campaign/case_runner.h"
+#include "core/gen.h"
 #include "core/registry.h"
 #include "corpus/differential.h"
 #include "properties/harness.h"
@@ -96,8 +97,10 @@ std::vector<BackendPair> pairs_for(const OpInfo& op, const std::vector<std::stri
   return pairs;
 }
 
-// Small cases as a campaign draws them: case_seed(seed, j) at size j % (kMaxGenSize + 1).
+// Small cases as a campaign draws them: case_seed(seed, j) at size j % (kMaxGenSize + 1), tensors
+// filled from one seed.
 std::vector<Case> small_cases(const OpInfo& op, Direction d) {
+  const bitparity::gen::SeededTensors seeded;  // as a campaign draws
   std::vector<Case> pool;
   for (int j = 0; j < kMaxDraws && pool.size() < kSmallPool; ++j) {
     const int size = j % (bitparity::campaign::kMaxGenSize + 1);
@@ -244,6 +247,7 @@ void run_large(benchmark::State& state, const OpInfo* op, Direction d) {
 }
 
 void run_generate(benchmark::State& state, const OpInfo* op, Direction d) {
+  const bitparity::gen::SeededTensors seeded;  // as a campaign draws
   const rc::Gen<Case> gen = op->generate(d);
   int64_t index = 0;
   for (auto _ : state) {
@@ -265,25 +269,21 @@ std::optional<int64_t> fixed_iterations() {
   return n;
 }
 
-// The campaign of Campaign/OP: the sizes its generator draws at, and the cases of one run.
-constexpr int kSmallCampaignSizes = 4;
+// The cases of one Campaign/OP run.
 constexpr int64_t kSmallCampaignCases = 20000;
 
-// The harness registry with `op`'s generator drawing small cases only (Campaign/OP).
+// The harness registry with `op`'s generator picking one of its small cases (Campaign/OP).
 bitparity::Registry small_cases_only(const OpInfo& op) {
   const bitparity::Registry& all = bitparity::harness_registry();
   bitparity::Registry r;
   for (const bitparity::BackendKind& kind : all.backends()) r.add_backend(kind);
   OpInfo small = op;
-  small.generate = [generate = op.generate](Direction d) {
-    const rc::Gen<Case> inner = generate(d);
-    return rc::Gen<Case>([inner](const rc::Random& random, int size) {
-      rc::Random r = random;
-      for (int draw = 0;; ++draw) {
-        Case c = inner(r.split(), size % kSmallCampaignSizes).value();
-        if (draw == 7 || input_elements(c) <= kSmallElements) return rc::shrinkable::just(std::move(c));
-      }
-    });
+  std::map<Direction, std::shared_ptr<const std::vector<Case>>> pools;
+  for (const auto& [d, specs] : op.inputs) pools[d] = std::make_shared<const std::vector<Case>>(small_cases(op, d));
+  small.generate = [pools](Direction d) {
+    const std::shared_ptr<const std::vector<Case>> pool = pools.at(d);
+    if (pool->empty()) throw std::runtime_error("the generator drew no case of <= 256 elements");
+    return rc::gen::map(rc::gen::inRange<size_t>(0, pool->size()), [pool](size_t i) { return (*pool)[i]; });
   };
   r.add_op(small);
   for (const std::string& name : all.impls_of(op.name)) {

@@ -25,6 +25,7 @@
 #include "campaign/generation_pool.h"
 #include "campaign/ordered_work.h"
 #include "core/error.h"
+#include "core/gen.h"
 #include "core/outcome.h"
 #include "core/random.h"
 #include "core/safe_file.h"
@@ -403,7 +404,10 @@ class Campaign {
   // generation_seed, up to kAcceptAttempts times, each at a larger size; one case in
   // kKeepRejectionsEvery keeps its first draw, so that rejections (error_mismatch: the sides' input
   // checks) are still tested.
+  // Tensors are filled from one seed whatever their size (gen::SeededTensors): a campaign shrinks
+  // its findings with the op's shrinker, never through RapidCheck.
   Drawn draw(const Target& target, int64_t global) const {
+    const gen::SeededTensors seeded;
     const int size = static_cast<int>((global / static_cast<int64_t>(targets_.size())) % (kMaxGenSize + 1));
     const bool keep_first_draw = global % kKeepRejectionsEvery == 0;
     try {

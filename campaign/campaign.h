@@ -7,7 +7,8 @@
 // jobs run, so (seed, case index) in an entry's provenance names the exact case. The attempt is 0,
 // or the first that every contract of the target's pairs accepts (at most kAcceptAttempts draws,
 // the size growing by kRedrawSizeStep each; every kKeepRejectionsEvery-th case keeps its first
-// draw, so rejections are still tested). Shard i of n runs the global
+// draw, so rejections are still tested). Tensors are filled from one drawn seed whatever their size
+// (gen::SeededTensors): the campaign's findings shrink through the op's shrinker, not RapidCheck's. Shard i of n runs the global
 // indices i, i + n, i + 2n, ...: the shards of a campaign run exactly the cases of the unsharded
 // run, and `bitparity merge` of their outputs equals it. (A shard count with a factor in common
 // with the number of targets gives each shard some of the targets; the shards together run all.)

@@ -151,9 +151,16 @@ rc::Gen<ValueFamily> value_family() {
       {{5, ValueFamily::kMixed}, {3, ValueFamily::kModerate}, {1, ValueFamily::kSmallInt}, {1, ValueFamily::kRaw}});
 }
 
+namespace {
+thread_local int seeded_tensors = 0;  // SeededTensors alive on this thread
+}  // namespace
+
+SeededTensors::SeededTensors() { ++seeded_tensors; }
+SeededTensors::~SeededTensors() { --seeded_tensors; }
+
 rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family) {
   const int64_t numel = shape_numel(shape);
-  if (numel > kShrinkableElements)
+  if (numel > kShrinkableElements || seeded_tensors > 0)
     // The seed at the nominal size: at size 0 an arbitrary integer is always 0.
     return rc::gen::map(rc::gen::resize(rc::kNominalSize, rc::gen::arbitrary<uint64_t>()), [dtype, shape, family](uint64_t seed) {
       Tensor t(dtype, shape);

@@ -38,6 +38,19 @@ rc::Gen<ValueFamily> value_family();
 inline constexpr int64_t kShrinkableElements = 1024;
 rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family);
 
+// While one lives on this thread, gen::tensor fills every tensor from one seed, as it fills those
+// above kShrinkableElements: for draws that RapidCheck never shrinks (a campaign's, whose findings
+// shrink through the op's own shrinker, fuzz/shrink.h), where per-element draws cost most of a
+// small case's generation. A tensor's generator is chosen when gen::tensor is called, so the scope
+// must hold while the case's generator runs. Nests.
+class SeededTensors {
+ public:
+  SeededTensors();
+  ~SeededTensors();
+  SeededTensors(const SeededTensors&) = delete;
+  SeededTensors& operator=(const SeededTensors&) = delete;
+};
+
 // Row counts by class: 0, 1..16, 17, 32, large (up to 300).
 rc::Gen<int64_t> rows();
 std::string rows_class(int64_t rows);

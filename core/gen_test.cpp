@@ -111,6 +111,30 @@ TEST(GenTensor, AboveTheBoundATensorIsFilledFromOneSeed) {
   };
   EXPECT_EQ(most_changed_by_a_shrink(kShrinkableElements), 1);
   EXPECT_GT(most_changed_by_a_shrink(kShrinkableElements + 1), kShrinkableElements / 2);
+  {
+    // Inside a SeededTensors scope (a campaign's draws) every size is filled from one seed, nested
+    // scopes too; outside it, small tensors are drawn element by element again.
+    const SeededTensors seeded;
+    EXPECT_GT(most_changed_by_a_shrink(64), 32);
+    {
+      const SeededTensors nested;
+      EXPECT_GT(most_changed_by_a_shrink(kShrinkableElements), kShrinkableElements / 2);
+    }
+    EXPECT_GT(most_changed_by_a_shrink(64), 32);
+  }
+  EXPECT_EQ(most_changed_by_a_shrink(64), 1);
+}
+
+// A seeded small tensor has the classes of the family: the mixed family's special values (ties in fp32) show up
+// across a few hundred 64-element tensors drawn in a SeededTensors scope.
+TEST(GenTensor, ASeededSmallTensorDrawsEveryClass) {
+  const SeededTensors seeded;
+  std::set<std::string> tags;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    const Tensor t = tensor(DType::kFP32, {64}, ValueFamily::kMixed)(rc::Random(seed), rc::kNominalSize).value();
+    for (const std::string& tag : value_tags(t)) tags.insert(tag);
+  }
+  for (const char* tag : {"nan", "inf", "-0", "subnormal", "bf16_tie"}) EXPECT_TRUE(tags.count(tag)) << tag;
 }
 
 }  // namespace
