@@ -12,7 +12,6 @@ namespace bitparity::gen {
 namespace {
 
 constexpr int64_t kLargeRowsMax = 300;
-constexpr int kModerateMinExp = -6, kModerateMaxExp = 6;
 
 uint64_t sign_bit(DType dtype) { return uint64_t{1} << (dtype_size(dtype) * 8 - 1); }
 int exponent_bits(DType dtype) {
@@ -24,11 +23,8 @@ int mantissa_bits(DType dtype) {
 
 // Each class's element as a function of the plain numbers it is drawn from, shared by the
 // RapidCheck generators (small tensors: every element shrinks) and the seeded fill of large ones.
-constexpr uint32_t kModerateMantissas = 1u << 24;
 uint64_t moderate_bits(DType dtype, int exponent, uint32_t mantissa, bool negative) {
-  // A uniformly random double mantissa and exponent, rounded into the dtype.
-  const uint64_t bits = from_double(dtype, std::ldexp(1.0 + mantissa / double(kModerateMantissas), exponent));
-  return negative ? bits | sign_bit(dtype) : bits;
+  return moderate_value_bits(dtype, exponent, mantissa, negative);
 }
 uint64_t small_int_bits(DType dtype, int v) { return from_double(dtype, v); }
 std::vector<uint64_t> special_values(DType dtype) {
@@ -157,6 +153,36 @@ thread_local int seeded_tensors = 0;  // SeededTensors alive on this thread
 
 SeededTensors::SeededTensors() { ++seeded_tensors; }
 SeededTensors::~SeededTensors() { --seeded_tensors; }
+
+uint64_t moderate_value_bits(DType dtype, int exponent, uint32_t mantissa, bool negative) {
+  // (1 + mantissa / 2^24) * 2^exponent rounded to nearest even into the dtype's p mantissa bits,
+  // from the bits: an exponent in [kModerateMinExp, kModerateMaxExp] is normal in bf16, fp16, fp32
+  // and fp64, and a carry out of the mantissa stays below their largest finite values. The fill of
+  // a large tensor draws one an element; from_double's general path cost most of its time.
+  int p = 0, bias = 0;
+  switch (dtype) {
+    case DType::kBF16: p = 7, bias = 127; break;
+    case DType::kFP16: p = 10, bias = 15; break;
+    case DType::kFP32: p = 23, bias = 127; break;
+    case DType::kFP64: p = 52, bias = 1023; break;
+    default: {
+      const uint64_t bits = from_double(dtype, std::ldexp(1.0 + mantissa / double(kModerateMantissas), exponent));
+      return negative ? bits | sign_bit(dtype) : bits;
+    }
+  }
+  uint64_t fraction = 0;
+  if (p >= 24) {
+    fraction = uint64_t{mantissa} << (p - 24);
+  } else {
+    const int shift = 24 - p;
+    fraction = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (fraction & 1))) ++fraction;
+    if (fraction >> p) fraction = 0, ++exponent;
+  }
+  const uint64_t bits = (static_cast<uint64_t>(exponent + bias) << p) | fraction;
+  return negative ? bits | sign_bit(dtype) : bits;
+}
 
 rc::Gen<Tensor> tensor(DType dtype, Shape shape, ValueFamily family) {
   const int64_t numel = shape_numel(shape);

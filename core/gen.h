@@ -26,6 +26,13 @@ enum class ValueClass {
 
 rc::Gen<uint64_t> element_bits(DType dtype, ValueClass value_class);
 
+// The moderate class's element: (1 + mantissa / kModerateMantissas) * 2^exponent rounded to nearest
+// even into `dtype` (from_double's rounding), negated when `negative`; exponent in
+// [kModerateMinExp, kModerateMaxExp], mantissa below kModerateMantissas.
+inline constexpr int kModerateMinExp = -6, kModerateMaxExp = 6;
+inline constexpr uint32_t kModerateMantissas = 1u << 24;
+uint64_t moderate_value_bits(DType dtype, int exponent, uint32_t mantissa, bool negative);
+
 // How a tensor's elements are drawn: "mixed" draws each element from a weighted mix of every
 // class, the other families keep a whole tensor in one class.
 enum class ValueFamily { kMixed, kModerate, kSmallInt, kRaw };

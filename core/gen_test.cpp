@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "core/dtype.h"
 #include "core/gen.h"
+#include "core/random.h"
 
 namespace bitparity::gen {
 namespace {
@@ -135,6 +137,31 @@ TEST(GenTensor, ASeededSmallTensorDrawsEveryClass) {
     for (const std::string& tag : value_tags(t)) tags.insert(tag);
   }
   for (const char* tag : {"nan", "inf", "-0", "subnormal", "bf16_tie"}) EXPECT_TRUE(tags.count(tag)) << tag;
+}
+
+// The moderate class built from its bits is from_double's rounding of the same number: every
+// mantissa at one exponent in bf16 (rounding depends on the mantissa's low bits alone), and random
+// exponents, mantissas and signs in every dtype, rounding boundaries (ties, a carry into the
+// exponent) among them.
+TEST(GenTensor, ModerateValuesFromTheirBitsRoundAsFromDouble) {
+  auto by_double = [](DType dtype, int e, uint32_t m, bool negative) {
+    const uint64_t bits = from_double(dtype, std::ldexp(1.0 + m / double(kModerateMantissas), e));
+    return negative ? bits | (uint64_t{1} << (dtype_size(dtype) * 8 - 1)) : bits;
+  };
+  for (uint32_t m = 0; m < kModerateMantissas; ++m)
+    ASSERT_EQ(moderate_value_bits(DType::kBF16, 0, m, false), by_double(DType::kBF16, 0, m, false)) << m;
+  uint64_t state = 7;
+  for (const DType dtype : {DType::kBF16, DType::kFP16, DType::kFP32, DType::kFP64, DType::kFP8E4M3, DType::kFP8E5M2})
+    for (int i = 0; i < 200000; ++i) {
+      const int e = kModerateMinExp + static_cast<int>(splitmix64_next(state) % (kModerateMaxExp - kModerateMinExp + 1));
+      uint32_t m = static_cast<uint32_t>(splitmix64_next(state) % kModerateMantissas);
+      if (i % 4 == 1) m |= 0xffffffu >> 8;              // below a carry (the top kept bits all ones)
+      if (i % 4 == 2) m = (m & ~0x1ffffu) | 0x10000u;   // a bf16 tie
+      if (i % 4 == 3) m = (m & ~0x1fffu) | 0x1000u;     // an fp16 tie
+      const bool negative = splitmix64_next(state) & 1;
+      ASSERT_EQ(moderate_value_bits(dtype, e, m, negative), by_double(dtype, e, m, negative))
+          << dtype_name(dtype) << " e " << e << " m " << m << " negative " << negative;
+    }
 }
 
 }  // namespace
