@@ -443,7 +443,8 @@ class Campaign {
         });
     if (const int alive = pool->alive(); alive < processes)
       warn_once("generator processes", std::to_string(processes - alive) + " of " + std::to_string(processes) +
-                                           " could not be started (" + pool->failure() + ")" +
+                                           " could not be started (" +
+                                           (pool->failure().empty() ? "ended at once" : pool->failure()) + ")" +
                                            (alive == 0 ? "; cases are drawn in this process" : ""));
     return pool;
   }

@@ -325,7 +325,8 @@ void GenerationPool::flush(Child& child) {
   while (!child.outbox.empty()) {
     const ssize_t w = ::send(child.fd, child.outbox.data(), child.outbox.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0 && errno == EINTR) continue;
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // sent when it answers
+    // No room now (or no buffer for it: ENOBUFS, ENOMEM): sent when it answers.
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == ENOMEM)) return;
     if (w <= 0) {
       // Its reader sees the end, reaps it and moves its waiting indices.
       shutdown(child.fd, SHUT_RDWR);

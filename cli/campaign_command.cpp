@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "campaign/campaign.h"
+#include "campaign/generation_pool.h"
 #include "cli/commands.h"
 #include "cli/numbers.h"
 #include "cli/util.h"
@@ -302,8 +303,10 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                       "time (RapidCheck's generators keep process-wide state), so the campaign forks these copies of "
                       "itself when it starts and each draws the cases it is sent, ahead of the jobs; a case's draw "
                       "depends only on the seed and its index, so the report and the corpus are those of 0, which "
-                      "draws in the campaign's own process. A copy that dies costs the case it was drawing (counted "
-                      "as not generated, with a warning); the others take its cases")
+                      "draws in the campaign's own process. A copy that dies, or draws one case for more than " +
+                      std::to_string(static_cast<int>(campaign::kPoolDrawSeconds)) +
+                      " s (then it is killed), costs that case (counted as not generated, with a warning); the others "
+                      "take its cases")
       ->type_name("N");
   app->add_option("--batch", f->batch,
                   "cases of one op and direction that a backend with a batch path runs in one call, 1 .. " +
