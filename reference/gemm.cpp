@@ -28,8 +28,10 @@ bool bf16_is_zero(uint16_t h) { return (h & 0x7FFFu) == 0; }
 
 // S * 2^q rounded toward zero to fp32 (subnormals kept; overflow to +-Inf); S = 0 gives +0, and so
 // does a nonzero S that rounds to zero (below 2^-149): the H200 writes +0 for a negative one too
-// (peers/hw/gemm.jsonl.gz, its directed cases).
-uint32_t to_f32_toward_zero(int64_t S, int q) {
+// (peers/hw/gemm.jsonl.gz, its directed cases). Always inlined: called last from the AVX2 build of
+// the finite step, as a tail call GCC jumps to it without vzeroupper, and the upper YMM state left in
+// use slows every SSE instruction after it on the thread (MmaStep.LeavesNoUpperAvxStateBehind).
+[[gnu::always_inline]] inline uint32_t to_f32_toward_zero(int64_t S, int q) {
   if (S == 0) return 0;
   const uint32_t sign = S < 0 ? 0x80000000u : 0;
   const uint64_t M = S < 0 ? static_cast<uint64_t>(-S) : static_cast<uint64_t>(S);
