@@ -251,12 +251,34 @@ Case elements(const Case& c, int64_t i0, int64_t n) {
   return out;
 }
 
+// Rows [r0, r0 + n) of every state (the leading dimension), the other dimensions kept: a finding
+// whose class is its rank (rank=2) keeps it while it shrinks.
+Case leading_rows(const Case& c, int64_t r0, int64_t n) {
+  Case out = c;
+  for (const char* name : kStates) {
+    const Tensor& t = *c.input(name);
+    Shape shape = t.shape();
+    const int64_t row = t.numel() / shape[0];
+    shape[0] = n;
+    Tensor w(t.dtype(), shape);
+    for (int64_t i = 0; i < n * row; ++i) w.set_bits(i, t.bits(r0 * row + i));
+    out.inputs[name] = w;
+  }
+  return out;
+}
+
 std::vector<Case> shrink_shape(const Case& c) {
   constexpr int64_t kMaxSingles = 16;
   const Tensor& p = *c.input("param");
   const int64_t n = p.numel();
   std::vector<Case> out;
   if (p.rank() > 1) out.push_back(elements(c, 0, n));  // the same elements, flat
+  if (p.rank() > 1 && p.dim(0) > 1) {
+    const int64_t rows = p.dim(0);
+    for (int64_t r = 0; r < std::min(rows, kMaxSingles); ++r) out.push_back(leading_rows(c, r, 1));
+    out.push_back(leading_rows(c, 0, rows / 2));
+    out.push_back(leading_rows(c, rows / 2, rows - rows / 2));
+  }
   if (n > 1) {
     for (int64_t i = 0; i < std::min(n, kMaxSingles); ++i) out.push_back(elements(c, i, 1));
     out.push_back(elements(c, 0, n / 2));
