@@ -272,6 +272,13 @@ std::vector<Case> shrink_shape(const Case& c) {
   const Tensor& p = *c.input("param");
   const int64_t n = p.numel();
   std::vector<Case> out;
+  // A rejected case's states may differ in shape: no cut then (the cuts read every state at param's
+  // indices).
+  const bool same_shapes = std::all_of(std::begin(kStates), std::end(kStates), [&](const char* name) {
+    const Tensor* t = c.input(name);
+    return t && t->shape() == p.shape();
+  });
+  if (!same_shapes) return out;
   if (p.rank() > 1) out.push_back(elements(c, 0, n));  // the same elements, flat
   if (p.rank() > 1 && p.dim(0) > 1) {
     const int64_t rows = p.dim(0);

@@ -5,7 +5,9 @@
 // beta1^t and beta2^t underflow in fp32 the bias corrections are exactly 1, so later steps give
 // the same bits.
 #include <cmath>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -160,6 +162,35 @@ TEST(AdamwByHand, TheDenominatorDividesSquareRoots) {
   const float g = 0x1.001c8p+0f;
   EXPECT_EQ(o.outputs->at("exp_avg").f32(0), g / 2);
   EXPECT_EQ(o.outputs->at("exp_avg_sq").f32(0), (g * g) / 2);
+}
+
+// The shrinker keeps a case's rank while it cuts rows (a finding of class rank=2 keeps its class),
+// each row's elements as they were; a case whose states differ in shape (rejected inputs) gets no
+// cut, rather than one that reads a smaller state at param's indices.
+TEST(AdamwShrink, RowsOfARank2CaseKeepTheRank) {
+  Case c;
+  c.op = "adamw_step";
+  c.direction = Direction::kForward;
+  for (const char* name : {"param", "grad", "exp_avg", "exp_avg_sq"}) {
+    Tensor t(DType::kFP32, {3, 4});
+    for (int64_t i = 0; i < t.numel(); ++i) t.set_f32(i, static_cast<float>(i + 1) + (name[0] == 'g' ? 0.5f : 0.0f));
+    c.inputs[name] = t;
+  }
+  const std::vector<Case> candidates = op_info("adamw_step").shrink_shape(c);
+  std::set<int64_t> rows_alone;
+  for (const Case& k : candidates) {
+    const Tensor& p = *k.input("param");
+    if (p.shape() != Shape{1, 4}) continue;
+    for (const char* name : {"param", "grad", "exp_avg", "exp_avg_sq"}) ASSERT_EQ(k.input(name)->shape(), (Shape{1, 4})) << name;
+    const float first = p.f32(0);  // row r starts at element 4r + 1
+    const int64_t r = static_cast<int64_t>(first - 1) / 4;
+    rows_alone.insert(r);
+    for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(p.f32(j), c.input("param")->f32(4 * r + j));
+    EXPECT_EQ(k.input("grad")->f32(0), c.input("grad")->f32(4 * r));
+  }
+  EXPECT_EQ(rows_alone, (std::set<int64_t>{0, 1, 2})) << "each of the three rows alone";
+  c.inputs["grad"] = Tensor(DType::kFP32, {2, 4});
+  EXPECT_TRUE(op_info("adamw_step").shrink_shape(c).empty());
 }
 
 }  // namespace
