@@ -441,11 +441,13 @@ class Campaign {
           const int64_t global = case_index(options_.shard, local);
           return draw(target_of(global), global);
         });
-    if (const int alive = pool->alive(); alive < processes)
-      warn_once("generator processes", std::to_string(processes - alive) + " of " + std::to_string(processes) +
-                                           " could not be started (" +
-                                           (pool->failure().empty() ? "ended at once" : pool->failure()) + ")" +
-                                           (alive == 0 ? "; cases are drawn in this process" : ""));
+    if (const int alive = pool->alive(); alive < processes && options_.progress) {
+      const std::lock_guard<std::mutex> lock(output_mutex_);
+      *options_.progress << "warning: " << processes - alive << " of " << processes
+                         << " generator processes could not be started ("
+                         << (pool->failure().empty() ? "ended at once" : pool->failure()) << ")"
+                         << (alive == 0 ? "; cases are drawn in this process" : "") << "\n";
+    }
     return pool;
   }
 
