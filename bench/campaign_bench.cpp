@@ -34,6 +34,9 @@
 //                  process generates one case at a time (RapidCheck's implicit parameters are
 //                  process-wide), so this bounds what one of a campaign's --generators processes draws.
 //
+// BITPARITY_BENCH_GENERATORS=N gives Campaign/ N generator processes (0: it draws in its own
+// process) in place of the campaign's default.
+//
 // BITPARITY_BENCH_ITERATIONS=N runs every benchmark for exactly N iterations in a single run (no
 // trial runs, no time target): the same cases in the same order every time, so that an instruction
 // count (valgrind --tool=callgrind) divided by N compares two builds exactly (not Campaign/'s: its
@@ -270,6 +273,19 @@ std::optional<int64_t> fixed_iterations() {
   return n;
 }
 
+// BITPARITY_BENCH_GENERATORS=N: Campaign/'s generator processes (0: the campaign's own process);
+// unset, the campaign's default. A clear error for anything but an integer from 0 to kMaxJobs.
+std::optional<int> bench_generators() {
+  const char* text = std::getenv("BITPARITY_BENCH_GENERATORS");
+  if (!text || !*text) return std::nullopt;
+  char* end = nullptr;
+  const long long n = std::strtoll(text, &end, 10);
+  if (*end != '\0' || n < 0 || n > bitparity::campaign::kMaxJobs)
+    throw std::invalid_argument(std::string("BITPARITY_BENCH_GENERATORS: not an integer from 0 to ") +
+                                std::to_string(bitparity::campaign::kMaxJobs) + ": " + text);
+  return static_cast<int>(n);
+}
+
 // The cases of one Campaign/OP run.
 constexpr int64_t kSmallCampaignCases = 20000;
 
@@ -306,6 +322,7 @@ void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
   o.shrink_seconds = 0;
   o.max_shrink_calls = 1;
   o.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.generators = bench_generators();
   int64_t cases = 0;
   for (auto _ : state) {
     o.seed = kSeed + static_cast<uint64_t>(cases);

@@ -196,10 +196,14 @@ class Campaign {
       return finish(p);
     };
     w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
+    // A block is a run: the job that takes it prepares its units (their batches), and its cases
+    // are then open to every job. A budget or an interrupt still ends the run between two cases.
+    if (block_ > 1) w.prepare = [this](int64_t first, int64_t last) { prepare_block(first, last); };
+    w.may_go_on = [this](int64_t) { return !interrupted() && elapsed() < options_.budget_seconds; };
     // Forked before the jobs' threads start; ended (its processes too) before the report is returned.
     std::unique_ptr<GenerationPool> pool = start_generators();
     pool_ = pool.get();
-    run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w);
+    run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w, block_);
     pool_ = nullptr;
     pool.reset();
     report_.run.elapsed_seconds = elapsed();
@@ -287,7 +291,8 @@ class Campaign {
   }
 
   // Up to options.batch of a block's cases of one target (a unit), prepared together
-  // (prepare_unit) by the first of them to start, and taken by each case's own work as it starts.
+  // (prepare_unit) by the job that takes the block (prepare_block), and taken by each case's own
+  // work as it starts, on any job.
   struct Unit {
     bool ready = false;            // under units_mutex_
     std::exception_ptr error;      // preparing the unit failed: every case of it fails so
@@ -308,19 +313,19 @@ class Campaign {
     return locals;
   }
 
-  // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit. The first
-  // case of a unit to start prepares the whole unit on its thread; the others wait for it. Each
-  // case then finishes on the thread that started it, so that the pairs' other sides and the
-  // findings' shrinking spread over the jobs as they do without batches.
-  Prepared take_prepared(int64_t local) {
+  // The unit of the case at local index `local`.
+  UnitKey unit_key(int64_t local) const {
     const Target* target = &target_of(case_index(options_.shard, local));
     const int64_t block = local / block_;
     int64_t position = 0;  // among the block's cases of the target
     for (int64_t l = block * block_; l < local; ++l) position += &target_of(case_index(options_.shard, l)) == target;
-    const UnitKey key{block, target, position / options_.batch};
-    auto made = std::make_shared<Unit>();
-    std::unique_lock<std::mutex> lock(units_mutex_);
-    const auto [it, fresh] = units_.try_emplace(key, made);
+    return {block, target, position / options_.batch};
+  }
+
+  // Any thread, with units_mutex_ held through `lock`: unit `key`, prepared on this thread if no
+  // other started it, else waited for.
+  std::shared_ptr<Unit> ready_unit(const UnitKey& key, std::unique_lock<std::mutex>& lock) {
+    const auto [it, fresh] = units_.try_emplace(key, std::make_shared<Unit>());
     const std::shared_ptr<Unit> unit = it->second;
     if (fresh) {
       lock.unlock();
@@ -338,6 +343,28 @@ class Campaign {
       unit_ready_.notify_all();
     }
     unit_ready_.wait(lock, [&] { return unit->ready; });
+    return unit;
+  }
+
+  // Any thread, with block_ > 1 (run_ordered's prepare): every unit of the block's local indices
+  // [first, last), one after the other on this thread. Other jobs prepare other blocks meanwhile.
+  void prepare_block(int64_t first, int64_t last) {
+    std::vector<UnitKey> keys;
+    for (int64_t local = first; local < last; ++local)
+      if (const UnitKey key = unit_key(local); std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    std::unique_lock<std::mutex> lock(units_mutex_);
+    for (const UnitKey& key : keys) {
+      if (interrupted()) return;  // none of the block's cases will run (may_go_on)
+      ready_unit(key, lock);
+    }
+  }
+
+  // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit (by
+  // prepare_block, so found ready). Each case then finishes on the thread that takes it.
+  Prepared take_prepared(int64_t local) {
+    const UnitKey key = unit_key(local);
+    std::unique_lock<std::mutex> lock(units_mutex_);
+    const std::shared_ptr<Unit> unit = ready_unit(key, lock);
     if (unit->error) std::rethrow_exception(unit->error);
     const auto mine = unit->cases.find(local);
     if (mine == unit->cases.end()) throw std::logic_error("campaign: case " + std::to_string(local) + " is not in its unit");
@@ -437,7 +464,7 @@ class Campaign {
       end = std::max<int64_t>(0, (*options_.max_cases - options_.shard.index + options_.shard.count - 1) /
                                      options_.shard.count);
     auto pool = std::make_unique<GenerationPool>(
-        processes, std::max<int64_t>(2 * block_, 4 * int64_t{processes}), end, [this](int64_t local) {
+        processes, std::max<int64_t>(2 * block_, kPoolLookaheadPerProcess * int64_t{processes}), end, [this](int64_t local) {
           const int64_t global = case_index(options_.shard, local);
           return draw(target_of(global), global);
         });

@@ -91,10 +91,11 @@ struct CampaignOptions {
   int jobs = 1;                                          // threads, 1 .. kMaxJobs
   // Where a side of the pairs has a batch path here (the CUDA kernels: one copy in, every case's
   // launches, one copy out, one synchronization; a worker that takes batch requests: one request),
-  // the cases are taken in blocks of `batch` cases of every target: the first of a block's cases of
-  // a target to start generates up to `batch` of them and runs them through that side together;
-  // each case then finishes (its other sides, the comparison, the shrinking of its findings) on the
-  // job that started it, as without batches. 1 runs every case alone. The report and the corpus are
+  // the cases are taken in blocks of `batch` cases of every target: the job that takes a block
+  // generates them and runs each target's `batch` of them through that side together, while the
+  // other jobs prepare other blocks; each case then finishes (its other sides, the comparison, the
+  // shrinking of its findings) on whichever job takes it, as without batches. 1 runs every case
+  // alone. The report and the corpus are
   // the same for every value, and a budget or an interrupt ends the run between two cases, as
   // with 1. 1 .. kMaxBatch.
   int batch = kDefaultBatch;

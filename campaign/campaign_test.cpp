@@ -554,6 +554,81 @@ TEST(OrderedWork, ACommitThatSaysStopEndsTheRunAndAnExceptionIsRethrown) {
   EXPECT_THROW(run_ordered(1, 16, w), std::runtime_error);
 }
 
+// Runs of indices: each run is prepared once, by one thread, before any of its indices is worked;
+// runs are prepared by several threads at once; the indices are worked by any thread and commit in
+// order; an index that may not go on leaves the committed indices a prefix that ends in front of it.
+TEST(OrderedWork, RunsArePreparedOnceBeforeTheirIndicesAndMayStopBetweenTwoOfThem) {
+  constexpr int64_t kRun = 5;
+  for (const int jobs : {1, 3, 8}) {
+    std::mutex mutex;
+    std::map<int64_t, int64_t> prepared;  // first -> last
+    std::set<std::thread::id> workers;
+    int preparing = 0, most_preparing = 0;
+    std::vector<int64_t> committed;
+    OrderedWork<int64_t> w;
+    w.may_start = [](int64_t i) { return i < 103; };  // the last run is cut short by the bound
+    w.prepare = [&](int64_t first, int64_t last) {
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        EXPECT_TRUE(prepared.emplace(first, last).second) << "run " << first << " prepared twice";
+        most_preparing = std::max(most_preparing, ++preparing);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // long beside the work: runs overlap
+      const std::lock_guard<std::mutex> lock(mutex);
+      --preparing;
+    };
+    w.work = [&](int64_t i) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      const auto run = prepared.find(i / kRun * kRun);
+      EXPECT_TRUE(run != prepared.end() && i < run->second) << "index " << i << " worked before its run was prepared";
+      workers.insert(std::this_thread::get_id());
+      return i;
+    };
+    w.commit = [&](int64_t i, int64_t& r) {
+      EXPECT_EQ(r, i);
+      committed.push_back(i);
+      return true;
+    };
+    run_ordered(jobs, /*window=*/40, w, kRun);
+    ASSERT_EQ(committed.size(), 103u) << jobs << " jobs";
+    for (size_t i = 0; i < committed.size(); ++i) EXPECT_EQ(committed[i], static_cast<int64_t>(i));
+    ASSERT_EQ(prepared.size(), 21u) << jobs << " jobs";
+    for (const auto& [first, last] : prepared) {
+      EXPECT_EQ(first % kRun, 0);
+      EXPECT_EQ(last, std::min<int64_t>(first + kRun, 103));
+    }
+    if (jobs > 1) {
+      EXPECT_GT(most_preparing, 1) << "no two runs were prepared at once by " << jobs << " jobs";
+      EXPECT_GT(workers.size(), 1u) << "the indices went to one thread of " << jobs;
+    }
+  }
+  // may_go_on: no index from 37 on (inside a run) may go on, though the runs after it start; nothing
+  // from 37 on commits, everything before it does.
+  for (const int jobs : {1, 4}) {
+    std::vector<int64_t> committed;
+    OrderedWork<int64_t> w;
+    w.may_start = [](int64_t i) { return i < 60; };
+    w.may_go_on = [](int64_t i) { return i < 37; };
+    w.work = [](int64_t i) { return i; };
+    w.commit = [&](int64_t i, int64_t&) {
+      committed.push_back(i);
+      return true;
+    };
+    run_ordered(jobs, /*window=*/20, w, kRun);
+    ASSERT_EQ(committed.size(), 37u) << jobs << " jobs";
+    for (size_t i = 0; i < committed.size(); ++i) EXPECT_EQ(committed[i], static_cast<int64_t>(i));
+  }
+  // A prepare that throws ends the run, and the exception comes out.
+  OrderedWork<int64_t> w;
+  w.may_start = [](int64_t) { return true; };
+  w.prepare = [](int64_t first, int64_t) {
+    if (first == 20) throw std::runtime_error("run 20 failed");
+  };
+  w.work = [](int64_t i) { return i; };
+  w.commit = [](int64_t, int64_t&) { return true; };
+  EXPECT_THROW(run_ordered(4, 40, w, kRun), std::runtime_error);
+}
+
 // Everything but the times: the report of a run.
 reports::Report without_times(reports::Report r) {
   r.run.elapsed_seconds = 0;
@@ -852,14 +927,16 @@ Registry with_second_op(Registry r, const std::function<void(size_t)>& on_batch)
   return r;
 }
 
-// A stop request seen inside a block (raised by its first target's batch, before its second
-// target's case starts) ends the run at a prefix of the case indices: the report is that of an
-// uninterrupted run bounded just before the first case not run.
+// A stop request ends the run at a prefix of the case indices, whether it is seen while a block is
+// prepared or while one of its cases runs: the report is that of an uninterrupted run bounded just
+// before the first case not run.
 TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
-  std::atomic<bool> stop{false};
+  // Raised by block 1's first batch (toy: cases 8, 10, 12, 14): its toy2 batch does not run, and
+  // none of its cases does. Block 0 is cases 0-7.
+  std::atomic<bool> stop{false}, stop_at_third_batch{true};
   std::atomic<int> batches{0};
-  const Registry r = with_second_op(registry, [&](size_t) {
-    if (++batches == 3) stop = true;  // block 1's first batch (toy); its toy2 batch must not run
+  Registry r = with_second_op(registry, [&](size_t) {
+    if (++batches == 3 && stop_at_third_batch) stop = true;
   });
   CampaignOptions o = options();
   o.pairs = {{"fake_gpu:exact", "ref:exact"}};
@@ -868,16 +945,33 @@ TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
   const reports::Report cut = without_times(run_campaign(r, o));
   EXPECT_TRUE(cut.run.interrupted);
   EXPECT_EQ(batches.load(), 3);
-  // Block 0 is cases 0-7; block 1 ran its toy cases (8, 10, 12, 14) and stopped before case 9.
-  EXPECT_EQ(total_cases(cut), 9);
+  EXPECT_EQ(total_cases(cut), 8);
+
+  // Raised by the reference side of case 9 (toy2's fifth case), inside block 1: case 9 finishes,
+  // case 10 is not run.
+  stop = stop_at_third_batch = false;
+  batches = 0;
+  std::atomic<int> toy2_calls{0};
+  const Impl toy2_ref = *r.impl("toy2", "ref:exact");
+  r.add_impl("toy2", "ref", "exact", [&, toy2_ref](const Case& c, const ContractInfo& info) {
+    if (++toy2_calls == 5) stop = true;
+    return toy2_ref(c, info);
+  });
+  const reports::Report cut_in_case = without_times(run_campaign(r, o));
+  EXPECT_TRUE(cut_in_case.run.interrupted);
+  EXPECT_EQ(batches.load(), 4);
+  EXPECT_EQ(total_cases(cut_in_case), 10);
+
   stop = false;
   o.stop = nullptr;
-  o.max_cases = 9;
   o.batch = 1;
-  const reports::Report bounded = without_times(run_campaign(r, o));
-  EXPECT_EQ(cut.counts, bounded.counts);
-  EXPECT_EQ(cut.coverage, bounded.coverage);
-  EXPECT_EQ(cut.findings, bounded.findings);
+  for (const auto& [report, n] : {std::pair{&cut, 8}, std::pair{&cut_in_case, 10}}) {
+    o.max_cases = n;
+    const reports::Report bounded = without_times(run_campaign(r, o));
+    EXPECT_EQ(report->counts, bounded.counts) << n;
+    EXPECT_EQ(report->coverage, bounded.coverage) << n;
+    EXPECT_EQ(report->findings, bounded.findings) << n;
+  }
 }
 
 // A shard that sees only one of two targets (shard 0/2: the even case indices, all toy) still runs
@@ -954,12 +1048,13 @@ struct Meeting {
 };
 
 // A unit is at most --batch cases: where a shard sees one target only (shard 0/2 of two targets),
-// a block's eight cases of it are two units of four, prepared by two jobs at once. The first batch
-// waits (at most 20 s) for the second to run beside it; as one unit of eight, one job would run the
-// two batches one after the other. Five jobs: cases 0-3 wait for the first unit, case 4 starts the
-// second.
-TEST_F(CampaignTest, AShardsUnitsArePreparedByTheirOwnJobs) {
+// a block's eight cases of it are two units of four. Blocks are prepared by jobs at once, not one
+// after another while the other jobs wait: each batch waits (at most 20 s) for another to run
+// beside it, which only a job preparing another block can do (a block's two batches run one after
+// the other on its job). Two jobs, two blocks.
+TEST_F(CampaignTest, BlocksArePreparedByJobsAtOnce) {
   const auto meeting = std::make_shared<Meeting>();
+  const auto sizes = std::make_shared<BatchLog>();
   // toy and toy2 (two targets) on a kind that takes any number of calls at once, as bitparity's
   // CUDA kernels do, with a batch path that meets.
   Registry r = with_second_op(registry, [](size_t) {});
@@ -969,7 +1064,11 @@ TEST_F(CampaignTest, AShardsUnitsArePreparedByTheirOwnJobs) {
   const Impl gpu = *r.impl("toy", "fake_gpu:exact");
   for (const char* op : {"toy", "toy2"}) {
     r.add_impl(op, "wide_gpu", "exact", gpu);
-    r.add_batch_impl(op, "wide_gpu", "exact", [gpu, meeting](const std::vector<const Case*>& cases, const ContractInfo& info) {
+    r.add_batch_impl(op, "wide_gpu", "exact", [gpu, meeting, sizes](const std::vector<const Case*>& cases, const ContractInfo& info) {
+      {
+        const std::lock_guard<std::mutex> lock(sizes->mutex);
+        sizes->sizes.push_back(cases.size());
+      }
       meeting->arrive();
       std::vector<BatchOutcome> out(cases.size());
       for (size_t i = 0; i < cases.size(); ++i) out[i].outputs = gpu(*cases[i], info);
@@ -979,12 +1078,13 @@ TEST_F(CampaignTest, AShardsUnitsArePreparedByTheirOwnJobs) {
   CampaignOptions o = options();
   o.pairs = {{"wide_gpu:exact", "ref:exact"}};
   o.shard = {0, 2};
-  o.max_cases = 16;
-  o.jobs = 5;
+  o.max_cases = 32;
+  o.jobs = 2;
   o.batch = 4;
   const reports::Report report = run_campaign(r, o);
-  EXPECT_EQ(total_cases(report), 8);
-  EXPECT_TRUE(meeting->met) << "the block's two batches ran one after the other";
+  EXPECT_EQ(total_cases(report), 16);
+  EXPECT_EQ(sizes->sizes, std::vector<size_t>(4, 4)) << "a block's eight cases of one target were not two batches of four";
+  EXPECT_TRUE(meeting->met) << "no two batches ran at once: the blocks were prepared one after the other";
 }
 
 // A batch's cases finish (their other sides, the comparison, the shrinking) on the jobs that

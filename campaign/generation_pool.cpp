@@ -1,5 +1,6 @@
 #include "campaign/generation_pool.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -62,6 +63,11 @@ class Reader {
 constexpr uint8_t kLastDType = static_cast<uint8_t>(DType::kI64);
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 36;  // far above any case a generator draws
 
+// A generator process reads up to kServeGroup requests at a time.
+constexpr size_t kServeGroup = 256;
+// The campaign's side reads answers this many bytes at a time (more where a frame begun is larger).
+constexpr size_t kReadChunkBytes = size_t{256} << 10;
+
 size_t tensor_bytes(const Case& c) {
   size_t n = 0;
   for (const auto& [name, t] : c.inputs) n += t.nbytes();
@@ -78,18 +84,6 @@ bool write_all(int fd, const void* data, size_t n) {
     if (w <= 0) return false;
     p += w;
     n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, size_t n) {
-  char* p = static_cast<char*>(data);
-  while (n > 0) {
-    const ssize_t r = ::read(fd, p, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<size_t>(r);
   }
   return true;
 }
@@ -236,51 +230,90 @@ void GenerationPool::serve(int fd, pid_t parent, const std::function<Drawn(int64
   for (int other = 3; other < fd; ++other) close(other);
   if (close_range(static_cast<unsigned>(fd) + 1, ~0U, 0) != 0)
     for (long other = fd + 1, most = sysconf(_SC_OPEN_MAX); other < most; ++other) close(static_cast<int>(other));
+  // Requests come in groups (a take tops a process up with several at once): each read takes all
+  // that have arrived. Each answer goes out as it is drawn, so that a draw that hangs holds back no
+  // other case.
+  std::vector<int64_t> requests(kServeGroup);
   for (;;) {
-    int64_t local = 0;
-    if (!read_all(fd, &local, sizeof local)) _exit(0);
-    const std::string frame = frame_of(local, draw(local));
-    if (!write_all(fd, frame.data(), frame.size())) _exit(0);
+    size_t have = 0;  // bytes of `requests`
+    char* at = reinterpret_cast<char*>(requests.data());
+    do {
+      const ssize_t r = ::read(fd, at + have, requests.size() * sizeof(int64_t) - have);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) _exit(0);
+      have += static_cast<size_t>(r);
+    } while (have % sizeof(int64_t) != 0);
+    for (size_t i = 0; i < have / sizeof(int64_t); ++i) {
+      const std::string frame = frame_of(requests[i], draw(requests[i]));
+      if (!write_all(fd, frame.data(), frame.size())) _exit(0);
+    }
   }
 }
 
 void GenerationPool::read_answers(Child& child) {
   std::string why;  // empty: the process ended (its status says how)
+  std::vector<char> in;  // bytes read and not yet taken apart, [begin, end): [u64 length][body], ...
+  size_t begin = 0, end = 0;
+  std::vector<std::pair<int64_t, Drawn>> got;
   for (;;) {
-    uint64_t length = 0;
-    if (!read_all(child.fd, &length, sizeof length)) break;
-    Drawn d;
-    int64_t local = -1;
+    // As much as has arrived (room for at least the rest of a frame begun), then every whole frame
+    // of it under one lock.
+    size_t want = kReadChunkBytes;
+    if (end - begin >= sizeof(uint64_t)) {
+      uint64_t length = 0;
+      std::memcpy(&length, in.data() + begin, sizeof length);
+      if (length <= kMaxFrameBytes) want = std::max<size_t>(want, sizeof length + length - (end - begin));
+    }
+    if (in.size() - end < want) {
+      if (end > begin) std::memmove(in.data(), in.data() + begin, end - begin);
+      end -= begin, begin = 0;
+      if (in.size() - end < want) in.resize(end + want);
+    }
+    ssize_t r;
+    do r = ::read(child.fd, in.data() + end, in.size() - end);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0) break;
+    end += static_cast<size_t>(r);
+    got.clear();
     try {
-      if (length < sizeof(int64_t) + 1 || length > kMaxFrameBytes) throw std::runtime_error("a frame of " + std::to_string(length) + " bytes");
-      std::string body(length, '\0');
-      if (!read_all(child.fd, body.data(), body.size())) break;
-      Reader r(body);
-      local = r.i64();
-      const bool has_case = r.u8() != 0;
-      const std::string_view rest = r.bytes(body.size() - sizeof(int64_t) - 1);
-      if (has_case) d.c = decode_case(rest);
-      else d.error = std::string(rest);
+      while (end - begin >= sizeof(uint64_t)) {
+        uint64_t length = 0;
+        std::memcpy(&length, in.data() + begin, sizeof length);
+        if (length < sizeof(int64_t) + 1 || length > kMaxFrameBytes) throw std::runtime_error("a frame of " + std::to_string(length) + " bytes");
+        if (end - begin - sizeof length < length) break;
+        Reader frame(std::string_view(in.data() + begin + sizeof length, length));
+        begin += sizeof length + length;
+        if (begin == end) begin = end = 0;
+        Drawn d;
+        const int64_t local = frame.i64();
+        const bool has_case = frame.u8() != 0;
+        const std::string_view rest = frame.bytes(length - sizeof(int64_t) - 1);
+        if (has_case) d.c = decode_case(rest);
+        else d.error = std::string(rest);
+        got.emplace_back(local, std::move(d));
+      }
     } catch (const std::exception& e) {
       why = std::string("sent bytes that are not a case (") + e.what() + ")";
-      break;
     }
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (child.waiting.empty() || child.waiting.front() != local) {
-      why = "answered case " + std::to_string(local) + " out of turn";
-      break;
+    for (auto& [local, d] : got) {
+      if (child.waiting.empty() || child.waiting.front() != local) {
+        why = "answered case " + std::to_string(local) + " out of turn";
+        break;
+      }
+      child.waiting.pop_front();
+      child.since = Clock::now();
+      if (d.c) {
+        const size_t bytes = tensor_bytes(*d.c);
+        answer_bytes_ += bytes;
+        drawn_bytes_ += bytes;
+      }
+      ++drawn_;
+      if (const auto w = awaited_.find(local); w != awaited_.end()) w->second->notify_one();
+      answers_.emplace(local, std::move(d));
     }
-    child.waiting.pop_front();
-    child.since = Clock::now();
-    if (d.c) {
-      const size_t bytes = tensor_bytes(*d.c);
-      answer_bytes_ += bytes;
-      drawn_bytes_ += bytes;
-    }
-    ++drawn_;
-    answers_.emplace(local, std::move(d));
-    flush(child);  // it read a request to draw this one: room for more
-    answered_.notify_all();
+    if (!why.empty()) break;
+    flush(child);  // it read the requests for these: room for more
   }
   const std::lock_guard<std::mutex> lock(mutex_);
   child_ended(child, why);
@@ -306,7 +339,8 @@ void GenerationPool::child_ended(Child& child, const std::string& why) {
   }
   for (const int64_t local : waiting)
     if (!send(local)) unserved_.insert(local);
-  answered_.notify_all();
+  flush_all();
+  for (const auto& [local, cv] : awaited_) cv->notify_one();
 }
 
 bool GenerationPool::send(int64_t local) {
@@ -317,8 +351,12 @@ bool GenerationPool::send(int64_t local) {
   if (best->waiting.empty()) best->since = Clock::now();
   best->waiting.push_back(local);
   best->outbox.append(reinterpret_cast<const char*>(&local), sizeof local);
-  flush(*best);
   return true;
+}
+
+void GenerationPool::flush_all() {
+  for (Child& c : children_)
+    if (c.alive && !c.outbox.empty()) flush(c);
 }
 
 void GenerationPool::flush(Child& child) {
@@ -362,12 +400,20 @@ void GenerationPool::kill_stuck() {
 std::optional<Drawn> GenerationPool::take(int64_t local) {
   std::unique_lock<std::mutex> lock(mutex_);
   // Up to `local` whatever the bytes waiting (another thread may take an index below it later),
-  // then ahead of it within the bound.
+  // then ahead of it within the bound; each process's new requests in one write.
+  // Topped up once half the lookahead is taken, so that each process gets its requests in groups.
   for (; next_to_send_ <= local; ++next_to_send_)
     if (!send(next_to_send_)) unserved_.insert(next_to_send_);
-  send_ahead(local + lookahead_);
-  while (!answered_.wait_for(lock, std::chrono::seconds(1), [&] { return answers_.count(local) || unserved_.count(local); }))
-    kill_stuck();
+  if (next_to_send_ <= local + (lookahead_ + 1) / 2) send_ahead(local + lookahead_);
+  flush_all();
+  const auto here = [&] { return answers_.count(local) || unserved_.count(local); };
+  if (!here()) {
+    // Woken by the answer to this index alone (or a process's end), not by every answer.
+    std::condition_variable answered;
+    awaited_.emplace(local, &answered);
+    while (!answered.wait_for(lock, std::chrono::seconds(1), here)) kill_stuck();
+    awaited_.erase(local);
+  }
   if (unserved_.erase(local)) return std::nullopt;
   auto it = answers_.find(local);
   Drawn d = std::move(it->second);

@@ -3,7 +3,9 @@
 // that are not synchronized, so one process draws one case at a time; a campaign whose sides are
 // fast (small cases on a GPU) is then bound by that one thread. The pool forks `processes` copies
 // of the campaign's process when it is made, before the campaign's threads start; each copy draws
-// the cases it is asked for, one at a time, and sends them back over a socket. A case's draw is a
+// the cases it is asked for, one at a time, and sends each back over a socket as it is drawn. A
+// process is sent its requests in groups (the lookahead topped up once half of it is taken), and a
+// take is woken by its own index's answer only, so that small cases cost few wake-ups. A case's draw is a
 // pure function of its index (the campaign's seed, target and size rules), so the cases are the
 // same whichever process drew them, and the report is the one of a campaign that draws in its own
 // process.
@@ -59,6 +61,9 @@ Case decode_case(std::string_view bytes);
 // Cases drawn or in flight and not yet taken, at most about this many bytes of tensors (beyond the
 // indices up to the one a take waits for).
 inline constexpr size_t kPoolWaitingBytes = size_t{512} << 20;
+// The campaign keeps max(2 × its block, this × processes) indices in flight: groups of several
+// requests a process.
+inline constexpr int64_t kPoolLookaheadPerProcess = 16;
 // A process that draws one case for longer is killed (a generator that hangs), and the case counted
 // as not drawn.
 inline constexpr double kPoolDrawSeconds = 300;
@@ -104,6 +109,7 @@ class GenerationPool {
   void child_ended(Child& child, const std::string& why);   // mutex_ held
   bool send(int64_t local);                                 // mutex_ held; false: no process alive
   void flush(Child& child);                                 // mutex_ held; never blocks
+  void flush_all();                                         // mutex_ held; never blocks
   void send_ahead(int64_t through);                         // mutex_ held
   void kill_stuck();                                        // mutex_ held
 
@@ -112,7 +118,7 @@ class GenerationPool {
   const std::optional<int64_t> end_;
   std::vector<Child> children_;
   mutable std::mutex mutex_;
-  std::condition_variable answered_;
+  std::map<int64_t, std::condition_variable*> awaited_;  // index -> the take waiting for it
   int64_t next_to_send_ = 0;                 // every index below it was sent (or left to the caller)
   std::map<int64_t, Drawn> answers_;         // drawn, not yet taken
   size_t answer_bytes_ = 0;                  // their tensors' bytes
