@@ -196,9 +196,16 @@ class Campaign {
       return finish(p);
     };
     w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
-    // A block is a run: the job that takes it prepares its units (their batches), and its cases
-    // are then open to every job. A budget or an interrupt still ends the run between two cases.
-    if (block_ > 1) w.prepare = [this](int64_t first, int64_t last) { prepare_block(first, last); };
+    // A unit's cases are a group: the job that starts its first case prepares it (its batches);
+    // the jobs that start its other cases meanwhile set them aside and go on, and once it is
+    // prepared they are open to every job. A budget or an interrupt ends the run between two cases.
+    if (block_ > 1) {
+      w.group = [this](int64_t local) { return unit_first(local); };
+      w.prepare = [this](int64_t first) {
+        std::unique_lock<std::mutex> lock(units_mutex_);
+        ready_unit(unit_key(first), lock);
+      };
+    }
     w.may_go_on = [this](int64_t) { return !interrupted() && elapsed() < options_.budget_seconds; };
     // Forked before the jobs' threads start; ended (its processes too) before the report is returned.
     std::unique_ptr<GenerationPool> pool = start_generators();
@@ -291,8 +298,8 @@ class Campaign {
   }
 
   // Up to options.batch of a block's cases of one target (a unit), prepared together
-  // (prepare_unit) by the job that takes the block (prepare_block), and taken by each case's own
-  // work as it starts, on any job.
+  // (prepare_unit) by the job that starts its first case, and taken by each case's own work, on
+  // any job.
   struct Unit {
     bool ready = false;            // under units_mutex_
     std::exception_ptr error;      // preparing the unit failed: every case of it fails so
@@ -346,21 +353,21 @@ class Campaign {
     return unit;
   }
 
-  // Any thread, with block_ > 1 (run_ordered's prepare): every unit of the block's local indices
-  // [first, last), one after the other on this thread. Other jobs prepare other blocks meanwhile.
-  void prepare_block(int64_t first, int64_t last) {
-    std::vector<UnitKey> keys;
-    for (int64_t local = first; local < last; ++local)
-      if (const UnitKey key = unit_key(local); std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-    std::unique_lock<std::mutex> lock(units_mutex_);
-    for (const UnitKey& key : keys) {
-      if (interrupted()) return;  // none of the block's cases will run (may_go_on)
-      ready_unit(key, lock);
+  // The first local index of the unit of `local` (run_ordered's group).
+  int64_t unit_first(int64_t local) const {
+    const int64_t targets = static_cast<int64_t>(targets_.size());
+    if (options_.shard.count == 1) {  // targets in turn: local % targets
+      const int64_t start = local / block_ * block_, position = (local - start) / targets;
+      return start + position / options_.batch * options_.batch * targets + (local - start) % targets;
     }
+    const auto& [block, target, sub] = unit_key(local);
+    int64_t position = 0;
+    for (int64_t l = block * block_;; ++l)
+      if (&target_of(case_index(options_.shard, l)) == target && position++ == sub * options_.batch) return l;
   }
 
-  // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit (by
-  // prepare_block, so found ready). Each case then finishes on the thread that takes it.
+  // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit (by the
+  // group's prepare, so found ready). Each case then finishes on the thread that takes it.
   Prepared take_prepared(int64_t local) {
     const UnitKey key = unit_key(local);
     std::unique_lock<std::mutex> lock(units_mutex_);

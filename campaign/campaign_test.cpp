@@ -554,33 +554,36 @@ TEST(OrderedWork, ACommitThatSaysStopEndsTheRunAndAnExceptionIsRethrown) {
   EXPECT_THROW(run_ordered(1, 16, w), std::runtime_error);
 }
 
-// Runs of indices: each run is prepared once, by one thread, before any of its indices is worked;
-// runs are prepared by several threads at once; the indices are worked by any thread and commit in
-// order; an index that may not go on leaves the committed indices a prefix that ends in front of it.
-TEST(OrderedWork, RunsArePreparedOnceBeforeTheirIndicesAndMayStopBetweenTwoOfThem) {
-  constexpr int64_t kRun = 5;
+// Groups of indices: each group is prepared once, by one thread, before any of its indices is
+// worked; groups are prepared by several threads at once, a thread that starts an index of a group
+// being prepared going on to the next index; indices commit in order; an index that may not go on
+// leaves the committed indices a prefix that ends in front of it.
+TEST(OrderedWork, GroupsArePreparedOnceBeforeTheirIndicesAndMayStopBetweenTwoIndices) {
+  // Spans of 6 indices, in each two interleaved groups of three: {0, 2, 4} and {1, 3, 5}.
+  constexpr int64_t kSpan = 6;
+  const auto group = [](int64_t i) { return i / kSpan * kSpan + i % 2; };
   for (const int jobs : {1, 3, 8}) {
     std::mutex mutex;
-    std::map<int64_t, int64_t> prepared;  // first -> last
+    std::set<int64_t> prepared;
     std::set<std::thread::id> workers;
     int preparing = 0, most_preparing = 0;
     std::vector<int64_t> committed;
     OrderedWork<int64_t> w;
-    w.may_start = [](int64_t i) { return i < 103; };  // the last run is cut short by the bound
-    w.prepare = [&](int64_t first, int64_t last) {
+    w.may_start = [](int64_t i) { return i < 101; };  // the last span is cut short by the bound
+    w.group = group;
+    w.prepare = [&](int64_t g) {
       {
         const std::lock_guard<std::mutex> lock(mutex);
-        EXPECT_TRUE(prepared.emplace(first, last).second) << "run " << first << " prepared twice";
+        EXPECT_TRUE(prepared.insert(g).second) << "group " << g << " prepared twice";
         most_preparing = std::max(most_preparing, ++preparing);
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // long beside the work: runs overlap
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // long beside the work: groups overlap
       const std::lock_guard<std::mutex> lock(mutex);
       --preparing;
     };
     w.work = [&](int64_t i) {
       const std::lock_guard<std::mutex> lock(mutex);
-      const auto run = prepared.find(i / kRun * kRun);
-      EXPECT_TRUE(run != prepared.end() && i < run->second) << "index " << i << " worked before its run was prepared";
+      EXPECT_TRUE(prepared.count(group(i))) << "index " << i << " worked before its group was prepared";
       workers.insert(std::this_thread::get_id());
       return i;
     };
@@ -589,44 +592,42 @@ TEST(OrderedWork, RunsArePreparedOnceBeforeTheirIndicesAndMayStopBetweenTwoOfThe
       committed.push_back(i);
       return true;
     };
-    run_ordered(jobs, /*window=*/40, w, kRun);
-    ASSERT_EQ(committed.size(), 103u) << jobs << " jobs";
+    run_ordered(jobs, /*window=*/40, w, kSpan);
+    ASSERT_EQ(committed.size(), 101u) << jobs << " jobs";
     for (size_t i = 0; i < committed.size(); ++i) EXPECT_EQ(committed[i], static_cast<int64_t>(i));
-    ASSERT_EQ(prepared.size(), 21u) << jobs << " jobs";
-    for (const auto& [first, last] : prepared) {
-      EXPECT_EQ(first % kRun, 0);
-      EXPECT_EQ(last, std::min<int64_t>(first + kRun, 103));
-    }
+    EXPECT_EQ(prepared.size(), 34u) << jobs << " jobs";  // two a span, the last span's (96-100) too
     if (jobs > 1) {
-      EXPECT_GT(most_preparing, 1) << "no two runs were prepared at once by " << jobs << " jobs";
+      EXPECT_GT(most_preparing, 1) << "no two groups were prepared at once by " << jobs << " jobs";
       EXPECT_GT(workers.size(), 1u) << "the indices went to one thread of " << jobs;
     }
   }
-  // may_go_on: no index from 37 on (inside a run) may go on, though the runs after it start; nothing
-  // from 37 on commits, everything before it does.
+  // may_go_on: no index from 37 on may go on, though later indices start; nothing from 37 on
+  // commits, everything before it does.
   for (const int jobs : {1, 4}) {
     std::vector<int64_t> committed;
     OrderedWork<int64_t> w;
     w.may_start = [](int64_t i) { return i < 60; };
+    w.group = group;
     w.may_go_on = [](int64_t i) { return i < 37; };
     w.work = [](int64_t i) { return i; };
     w.commit = [&](int64_t i, int64_t&) {
       committed.push_back(i);
       return true;
     };
-    run_ordered(jobs, /*window=*/20, w, kRun);
+    run_ordered(jobs, /*window=*/20, w, kSpan);
     ASSERT_EQ(committed.size(), 37u) << jobs << " jobs";
     for (size_t i = 0; i < committed.size(); ++i) EXPECT_EQ(committed[i], static_cast<int64_t>(i));
   }
   // A prepare that throws ends the run, and the exception comes out.
   OrderedWork<int64_t> w;
   w.may_start = [](int64_t) { return true; };
-  w.prepare = [](int64_t first, int64_t) {
-    if (first == 20) throw std::runtime_error("run 20 failed");
+  w.group = group;
+  w.prepare = [](int64_t g) {
+    if (g == 19) throw std::runtime_error("group 19 failed");
   };
   w.work = [](int64_t i) { return i; };
   w.commit = [](int64_t, int64_t&) { return true; };
-  EXPECT_THROW(run_ordered(4, 40, w, kRun), std::runtime_error);
+  EXPECT_THROW(run_ordered(4, 40, w, kSpan), std::runtime_error);
 }
 
 // Everything but the times: the report of a run.

@@ -10,9 +10,12 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -29,40 +32,45 @@ struct OrderedWork {
   std::function<Result(int64_t)> work;
   // One call at a time, in index order. False ends the run at once: later results are dropped.
   std::function<bool(int64_t, Result&)> commit;
-  // With runs (run_ordered's `run`): what a run's indices share, done once for the run's indices
-  // [first, last) by the thread that takes the run, before any of them is worked. Any thread,
-  // several at once (on different runs). Unset: nothing.
-  std::function<void(int64_t first, int64_t last)> prepare;
-  // Whether an index already started (may_start'ed, its run prepared) may still be worked (an
-  // interrupt, a budget): asked just before work; any thread, several at once. False ends the run
-  // there: that index is not worked, and no index from it on commits. Unset: every index started
-  // is worked.
+  // Indices that share work (the campaign's batches) form a group, named by its first index:
+  // group(i) <= i, and a group's indices lie in one aligned span of run_ordered's `span` indices
+  // ([k * span, (k + 1) * span)). Unset: none.
+  // Called with run_ordered's lock held: quick, no locks of its own.
+  std::function<int64_t(int64_t)> group;
+  // The work group g shares, done once, by the thread that starts index g, before any index of
+  // the group is worked. Any thread, several at once (on different groups).
+  std::function<void(int64_t g)> prepare;
+  // Whether an index already started may still be worked (an interrupt, a budget): asked just
+  // before work; any thread, several at once. False ends the run there: that index is not worked,
+  // and no index from it on commits. Unset: every index started is worked.
   std::function<bool(int64_t)> may_go_on;
 };
 
 // Runs `jobs` threads, the calling one among them (jobs == 1 is a plain loop on the calling
-// thread). At most `window` indices are started and not yet committed (and the rest of a run begun
-// below it), which bounds the results held while a slow index (a long shrink) keeps the later ones
-// from committing.
+// thread). At most `window` indices are started and not yet committed, which bounds the results
+// held while a slow index (a long shrink) keeps the later ones from committing.
 //
-// Indices are taken in runs of `run` (from a multiple of `run` to the next, each index
-// may_start'ed in order as the run is taken). The thread that takes a run prepares it; its indices
-// are then open to every thread, and a thread works an open index before it takes a new run. So
-// work that a run's indices share (the campaign's batches) is done by one thread while the others
-// prepare other runs or work open indices: no thread waits for another's preparation, and the
-// last runs' indices still spread over every thread.
+// With groups, a thread that starts an index of a group another thread is still preparing does not
+// wait for it: the index is set aside, and the thread starts the next one (so it prepares the next
+// group meanwhile). When a group is prepared, its indices set aside are open to every thread, and a
+// thread works an open index before it starts a new one.
 //
 // The first exception of prepare, work or commit ends the run and is rethrown here once every
 // thread has stopped.
 template <typename Result>
-void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t run = 1) {
-  run = std::max<int64_t>(run, 1);
+void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t span = 1) {
+  span = std::max<int64_t>(span, 1);
   std::mutex mutex;
   std::condition_variable moved;  // an index committed or opened, or the run ended
   int64_t next_start = 0, next_commit = 0;
   bool starts_ended = false, commits_ended = false, committing = false;
-  int preparing = 0;          // runs taken and being prepared
-  std::deque<int64_t> open;   // indices of prepared runs, not yet worked, in order
+  struct Group {
+    bool ready = false;
+    std::vector<int64_t> waiting;  // its indices started while it was prepared
+  };
+  std::map<int64_t, Group> groups;  // by first index; those whose span has not been passed
+  int preparing = 0;                // groups being prepared
+  std::deque<int64_t> open;         // started indices whose group is ready, not yet worked
   std::exception_ptr failure;
   std::map<int64_t, Result> finished;  // results waiting for the indices before them
 
@@ -97,70 +105,88 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
     }
     committing = false;
   };
-  auto may_take_run = [&] { return !starts_ended && next_start < next_commit + window; };
+  auto may_start_more = [&] { return !starts_ended && next_start < next_commit + window; };
   auto worker = [&] {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
       moved.wait(lock, [&] {
-        return commits_ended || !open.empty() || may_take_run() || (starts_ended && preparing == 0);
+        return commits_ended || !open.empty() || may_start_more() || (starts_ended && preparing == 0);
       });
       if (commits_ended) return;
+      int64_t index = 0;
       if (!open.empty()) {
-        const int64_t index = open.front();
+        index = open.front();
         open.pop_front();
-        lock.unlock();
-        std::optional<Result> result;
+      } else {
+        if (!may_start_more()) return;  // starts ended, nothing open, nothing being prepared
         try {
-          if (!w.may_go_on || w.may_go_on(index)) result.emplace(w.work(index));
+          if (!w.may_start(next_start)) {
+            starts_ended = true;
+            moved.notify_all();
+            continue;
+          }
         } catch (...) {
-          lock.lock();
           fail();
           return;
         }
-        lock.lock();
-        if (!result) {
-          // Not worked: nothing from it on commits (commits stop in front of it), and no run starts.
-          if (!starts_ended) {
-            starts_ended = true;
+        index = next_start++;
+        if (w.group) {
+          if (index % span == 0)  // no index of an earlier span's groups starts from here on
+            for (auto it = groups.begin(); it != groups.end() && it->first < index;)
+              it = it->second.ready ? groups.erase(it) : std::next(it);
+          int64_t g = 0;
+          try {
+            g = w.group(index);
+          } catch (...) {
+            fail();
+            return;
+          }
+          const auto [it, fresh] = groups.try_emplace(g);
+          if (!fresh && !it->second.ready) {
+            it->second.waiting.push_back(index);
+            continue;
+          }
+          if (fresh) {
+            ++preparing;
+            lock.unlock();
+            try {
+              if (g != index) throw std::logic_error("ordered work: index " + std::to_string(index) + " starts group " + std::to_string(g));
+              if (w.prepare) w.prepare(g);
+            } catch (...) {
+              lock.lock();
+              --preparing;
+              fail();
+              return;
+            }
+            lock.lock();
+            --preparing;
+            it->second.ready = true;
+            for (const int64_t i : it->second.waiting) open.push_back(i);
+            it->second.waiting.clear();
             moved.notify_all();
           }
-          continue;
         }
-        finished.emplace(index, std::move(*result));
-        commit_ready(lock);
-        continue;
       }
-      if (!may_take_run()) return;  // starts ended, nothing open, nothing being prepared
-      // The run: [first, last), each index may_start'ed in order; the first false ends the starts.
-      const int64_t first = next_start;
-      const int64_t run_end = (first / run + 1) * run;
-      int64_t last = first;
-      try {
-        while (last < run_end && w.may_start(last)) ++last;
-      } catch (...) {
-        fail();
-        return;
-      }
-      next_start = last;
-      if (last < run_end) {
-        starts_ended = true;
-        moved.notify_all();
-      }
-      if (first == last) continue;
-      ++preparing;
       lock.unlock();
+      std::optional<Result> result;
       try {
-        if (w.prepare) w.prepare(first, last);
+        if (!w.may_go_on || w.may_go_on(index)) result.emplace(w.work(index));
       } catch (...) {
         lock.lock();
-        --preparing;
         fail();
         return;
       }
       lock.lock();
-      --preparing;
-      for (int64_t index = first; index < last; ++index) open.push_back(index);
-      moved.notify_all();
+      if (!result) {
+        // Not worked: nothing from it on commits (commits stop in front of it), and no index starts.
+        if (!starts_ended) {
+          starts_ended = true;
+          moved.notify_all();
+        }
+        continue;
+      }
+      finished.emplace(index, std::move(*result));
+      commit_ready(lock);
     }
   };
 
