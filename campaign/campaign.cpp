@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
+#include <limits>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -184,6 +185,7 @@ class Campaign {
     }
     fill_run_info(report_.run, options, targets_);
     block_ = block_size();
+    units_at_once_ = units_at_once(registry);
   }
 
   reports::Report run() {
@@ -210,7 +212,7 @@ class Campaign {
     // Forked before the jobs' threads start; ended (its processes too) before the report is returned.
     std::unique_ptr<GenerationPool> pool = start_generators();
     pool_ = pool.get();
-    run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w, block_);
+    run_ordered(options_.jobs, kCasesInFlightPerJob * options_.jobs, w, block_, units_at_once_);
     pool_ = nullptr;
     pool.reset();
     report_.run.elapsed_seconds = elapsed();
@@ -245,6 +247,22 @@ class Campaign {
         if (runner_.batches(t.op->name, pair.a) || runner_.batches(t.op->name, pair.b))
           return static_cast<int64_t>(options_.batch) * static_cast<int64_t>(targets_.size());
     return 1;
+  }
+
+  // Units prepared at once: the fewest calls a batch path's kind takes at once (a pool of workers:
+  // as many as it has), so that a kind with few workers prepares the units next in line first
+  // rather than queue later ones beside them; no limit where every such kind takes any number.
+  int units_at_once(const Registry& registry) const {
+    int most = std::numeric_limits<int>::max();
+    for (const Target& t : targets_)
+      for (const BackendPair& pair : t.pairs)
+        for (const std::string& side : {pair.a, pair.b}) {
+          if (!runner_.batches(t.op->name, side)) continue;
+          const BackendKind* kind = registry.backend(split_backend_name(side).first);
+          if (!kind) most = 1;
+          else if (kind->concurrent_calls != kAnyNumberOfCalls) most = std::min(most, std::max(kind->concurrent_calls, 1));
+        }
+    return most;
   }
 
   // A case generated, with the pairs that run on it; the outcomes of sides already run on it
@@ -665,6 +683,7 @@ class Campaign {
   std::vector<Target> targets_;
   CaseRunner runner_;
   int64_t block_ = 1;  // local case indices a block spans (block_size)
+  int units_at_once_ = std::numeric_limits<int>::max();  // units_at_once
   std::mutex units_mutex_;
   std::condition_variable unit_ready_;
   std::map<UnitKey, std::shared_ptr<Unit>> units_;  // the units prepared or being prepared, until their cases are taken

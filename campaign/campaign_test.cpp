@@ -601,6 +601,29 @@ TEST(OrderedWork, GroupsArePreparedOnceBeforeTheirIndicesAndMayStopBetweenTwoInd
       EXPECT_GT(workers.size(), 1u) << "the indices went to one thread of " << jobs;
     }
   }
+  // At most max_preparing groups at once, however many jobs; every index still commits.
+  {
+    std::mutex mutex;
+    int preparing = 0, most_preparing = 0;
+    int64_t committed = 0;
+    OrderedWork<int64_t> w;
+    w.may_start = [](int64_t i) { return i < 120; };
+    w.group = group;
+    w.prepare = [&](int64_t) {
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        most_preparing = std::max(most_preparing, ++preparing);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      const std::lock_guard<std::mutex> lock(mutex);
+      --preparing;
+    };
+    w.work = [](int64_t i) { return i; };
+    w.commit = [&](int64_t i, int64_t&) { return i == committed++; };
+    run_ordered(8, /*window=*/200, w, kSpan, /*max_preparing=*/2);
+    EXPECT_EQ(committed, 120);
+    EXPECT_EQ(most_preparing, 2) << "max_preparing 2 with 8 jobs";
+  }
   // may_go_on: no index from 37 on may go on, though later indices start; nothing from 37 on
   // commits, everything before it does.
   for (const int jobs : {1, 4}) {

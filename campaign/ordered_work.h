@@ -11,6 +11,7 @@
 #include <exception>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -53,13 +54,17 @@ struct OrderedWork {
 // With groups, a thread that starts an index of a group another thread is still preparing does not
 // wait for it: the index is set aside, and the thread starts the next one (so it prepares the next
 // group meanwhile). When a group is prepared, its indices set aside are open to every thread, and a
-// thread works an open index before it starts a new one.
+// thread works an open index before it starts a new one. At most `max_preparing` groups are
+// prepared at once (the calls the preparation's backend takes at once): an index that would begin
+// one more waits, so that the groups next in line are not held up by later ones.
 //
 // The first exception of prepare, work or commit ends the run and is rethrown here once every
 // thread has stopped.
 template <typename Result>
-void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t span = 1) {
+void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t span = 1,
+                 int max_preparing = std::numeric_limits<int>::max()) {
   span = std::max<int64_t>(span, 1);
+  max_preparing = std::max(max_preparing, 1);
   std::mutex mutex;
   std::condition_variable moved;  // an index committed or opened, or the run ended
   int64_t next_start = 0, next_commit = 0;
@@ -70,6 +75,7 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
   };
   std::map<int64_t, Group> groups;  // by first index; those whose span has not been passed
   int preparing = 0;                // groups being prepared
+  bool next_begins_group = false;   // whether next_start is the first index of its group
   std::deque<int64_t> open;         // started indices whose group is ready, not yet worked
   std::exception_ptr failure;
   std::map<int64_t, Result> finished;  // results waiting for the indices before them
@@ -105,7 +111,20 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
     }
     committing = false;
   };
-  auto may_start_more = [&] { return !starts_ended && next_start < next_commit + window; };
+  auto may_start_more = [&] {
+    return !starts_ended && next_start < next_commit + window && !(next_begins_group && preparing >= max_preparing);
+  };
+  // Whether next_start begins a group; false without groups. With the lock held.
+  auto look_at_next = [&] {
+    next_begins_group = false;
+    if (w.group) {
+      try {
+        next_begins_group = w.group(next_start) == next_start;
+      } catch (...) {
+        fail();
+      }
+    }
+  };
   auto worker = [&] {
     std::unique_lock<std::mutex> lock(mutex);
     for (;;) {
@@ -130,6 +149,8 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
           return;
         }
         index = next_start++;
+        look_at_next();
+        if (commits_ended) return;  // group() threw
         if (w.group) {
           if (index % span == 0)  // no index of an earlier span's groups starts from here on
             for (auto it = groups.begin(); it != groups.end() && it->first < index;)
@@ -190,6 +211,8 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
     }
   };
 
+  look_at_next();
+  if (failure) std::rethrow_exception(failure);
   std::vector<std::thread> helpers;
   for (int t = 1; t < jobs; ++t) helpers.emplace_back(worker);
   worker();
