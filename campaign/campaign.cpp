@@ -200,7 +200,9 @@ class Campaign {
     w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
     // A unit's cases are a group: the job that starts its first case prepares it (its batches);
     // the jobs that start its other cases meanwhile set them aside and go on, and once it is
-    // prepared they are open to every job. A budget or an interrupt ends the run between two cases.
+    // prepared they are open to every job. The budget stops cases from starting (those started
+    // still finish, as without batches); an interrupt also ends the run before a started case that
+    // has not begun, so that it ends promptly however many cases are set aside.
     if (block_ > 1) {
       w.group = [this](int64_t local) { return unit_first(local); };
       w.prepare = [this](int64_t first) {
@@ -208,7 +210,7 @@ class Campaign {
         ready_unit(unit_key(first), lock);
       };
     }
-    w.may_go_on = [this](int64_t) { return !interrupted() && elapsed() < options_.budget_seconds; };
+    w.may_go_on = [this](int64_t) { return !interrupted(); };
     // Forked before the jobs' threads start; ended (its processes too) before the report is returned.
     std::unique_ptr<GenerationPool> pool = start_generators();
     pool_ = pool.get();
@@ -249,20 +251,24 @@ class Campaign {
     return 1;
   }
 
-  // Units prepared at once: the fewest calls a batch path's kind takes at once (a pool of workers:
-  // as many as it has), so that a kind with few workers prepares the units next in line first
-  // rather than queue later ones beside them; no limit where every such kind takes any number.
+  // Units prepared at once: as many as the batch paths' kinds take calls at once (pools of workers:
+  // the sum of their workers), so that later units do not queue beside the ones next in line; no
+  // limit where some such kind takes any number (the CUDA kernels).
   int units_at_once(const Registry& registry) const {
-    int most = std::numeric_limits<int>::max();
+    std::map<std::string, int> calls;  // limited kinds with a batch path in the pairs
     for (const Target& t : targets_)
       for (const BackendPair& pair : t.pairs)
         for (const std::string& side : {pair.a, pair.b}) {
           if (!runner_.batches(t.op->name, side)) continue;
-          const BackendKind* kind = registry.backend(split_backend_name(side).first);
-          if (!kind) most = 1;
-          else if (kind->concurrent_calls != kAnyNumberOfCalls) most = std::min(most, std::max(kind->concurrent_calls, 1));
+          const std::string name = split_backend_name(side).first;
+          const BackendKind* kind = registry.backend(name);
+          if (kind && kind->concurrent_calls == kAnyNumberOfCalls) return std::numeric_limits<int>::max();
+          calls[name] = kind ? std::max(kind->concurrent_calls, 1) : 1;
         }
-    return most;
+    if (calls.empty()) return std::numeric_limits<int>::max();
+    int sum = 0;
+    for (const auto& [name, n] : calls) sum += n;
+    return sum;
   }
 
   // A case generated, with the pairs that run on it; the outcomes of sides already run on it

@@ -91,13 +91,13 @@ struct CampaignOptions {
   int jobs = 1;                                          // threads, 1 .. kMaxJobs
   // Where a side of the pairs has a batch path here (the CUDA kernels: one copy in, every case's
   // launches, one copy out, one synchronization; a worker that takes batch requests: one request),
-  // the cases are taken in blocks of `batch` cases of every target: the job that takes a block
-  // generates them and runs each target's `batch` of them through that side together, while the
-  // other jobs prepare other blocks; each case then finishes (its other sides, the comparison, the
-  // shrinking of its findings) on whichever job takes it, as without batches. 1 runs every case
-  // alone. The report and the corpus are
-  // the same for every value, and a budget or an interrupt ends the run between two cases, as
-  // with 1. 1 .. kMaxBatch.
+  // the cases are taken in blocks of `batch` cases of every target; the job that starts a block's
+  // first case of a target generates up to `batch` of them and runs them through that side
+  // together, and a job that starts another of them meanwhile sets it aside and starts the next
+  // (no job waits for another's batch). Each case then finishes (its other sides, the comparison,
+  // the shrinking of its findings) on whichever job takes it, as without batches. 1 runs every
+  // case alone. The report and the corpus are the same for every value; cases started before the
+  // budget ran out finish, and an interrupt ends the run between two cases. 1 .. kMaxBatch.
   int batch = kDefaultBatch;
   // Processes that draw the cases (GenerationPool: copies of this process, forked when the run
   // starts), so that generation, one case at a time in a process, keeps up with the jobs. None: as

@@ -998,6 +998,19 @@ TEST_F(CampaignTest, AStopInsideABlockEndsTheRunAtAPrefix) {
   }
 }
 
+// A case started before the budget ran out finishes, however long its batch took: a batch that
+// takes longer than the whole budget still gives its first case (no other starts after it).
+TEST_F(CampaignTest, ACaseStartedWithinTheBudgetFinishesAfterASlowBatch) {
+  const Registry r = with_second_op(registry, [](size_t) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); });
+  CampaignOptions o = options();
+  o.pairs = {{"fake_gpu:exact", "ref:exact"}};
+  o.batch = 4;
+  o.budget_seconds = 0.5;
+  const reports::Report report = run_campaign(r, o);
+  EXPECT_EQ(total_cases(report), 1) << "the case whose batch outlasted the budget was dropped";
+  EXPECT_FALSE(report.run.interrupted);
+}
+
 // A shard that sees only one of two targets (shard 0/2: the even case indices, all toy) still runs
 // batches of at most --batch cases, and its report is that of --batch 1.
 TEST_F(CampaignTest, AShardOfOneTargetRunsBatchesOfAtMostN) {
