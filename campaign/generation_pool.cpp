@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/process_status.h"
+
 namespace bitparity::campaign {
 namespace {
 
@@ -99,13 +101,6 @@ std::string frame_of(int64_t local, const Drawn& d) {
   framed.u64(body.size());
   framed.bytes(body.data(), body.size());
   return framed.take();
-}
-
-std::string status_text(int status) {
-  if (WIFSIGNALED(status)) return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
-                                  (strsignal(WTERMSIG(status)) ? strsignal(WTERMSIG(status)) : "?") + ")";
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  return "ended (status " + std::to_string(status) + ")";
 }
 
 }  // namespace
@@ -333,7 +328,7 @@ void GenerationPool::child_ended(Child& child, const std::string& why) {
     // The process draws in the order sent: the first index waiting is the one it was drawing.
     const std::string how = !child.killed_because.empty() ? child.killed_because
                             : !why.empty()                ? why
-                                                          : status_text(status);
+                                                          : describe_status(status);
     answers_.emplace(waiting.front(), Drawn{std::nullopt, "the process drawing it " + how, true});
     waiting.pop_front();
   }

@@ -22,10 +22,8 @@ int mantissa_bits(DType dtype) {
 }
 
 // Each class's element as a function of the plain numbers it is drawn from, shared by the
-// RapidCheck generators (small tensors: every element shrinks) and the seeded fill of large ones.
-uint64_t moderate_bits(DType dtype, int exponent, uint32_t mantissa, bool negative) {
-  return moderate_value_bits(dtype, exponent, mantissa, negative);
-}
+// RapidCheck generators (small tensors: every element shrinks) and the seeded fill of large ones
+// (moderate values: moderate_value_bits).
 uint64_t small_int_bits(DType dtype, int v) { return from_double(dtype, v); }
 std::vector<uint64_t> special_values(DType dtype) {
   const double inf = std::numeric_limits<double>::infinity();
@@ -50,7 +48,7 @@ rc::Gen<uint64_t> moderate(DType dtype) {
   return with_random_sign(dtype, rc::gen::map(rc::gen::pair(rc::gen::inRange(kModerateMinExp, kModerateMaxExp + 1),
                                                             rc::gen::inRange<uint32_t>(0, kModerateMantissas)),
                                               [dtype](const std::pair<int, uint32_t>& p) {
-                                                return moderate_bits(dtype, p.first, p.second, false);
+                                                return moderate_value_bits(dtype, p.first, p.second, false);
                                               }));
 }
 
@@ -96,7 +94,7 @@ void fill_seeded(Tensor& t, ValueFamily family, uint64_t seed) {
   auto moderate_of = [&](DType d) {
     const int e = kModerateMinExp + static_cast<int>(below(kModerateMaxExp - kModerateMinExp + 1));
     const uint32_t m = static_cast<uint32_t>(below(kModerateMantissas));
-    return moderate_bits(d, e, m, below(2) == 1);
+    return moderate_value_bits(d, e, m, below(2) == 1);
   };
   for (int64_t i = 0; i < t.numel(); ++i) {
     ValueClass c = ValueClass::kModerate;

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/process_status.h"
 
 namespace bitparity::peers {
 namespace {
@@ -38,16 +39,6 @@ int poll_ms(Clock::time_point deadline) {
 void set_cloexec_nonblock(int fd) {
   fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
-
-std::string describe_status(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    const char* name = strsignal(sig);
-    return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
-  }
-  return "stopped (status " + std::to_string(status) + ")";
 }
 
 }  // namespace
