@@ -184,6 +184,7 @@ class Campaign {
       known_ = corpus_signatures_;
     }
     fill_run_info(report_.run, options, targets_);
+    batching_ = batching_of_targets();
     block_ = block_size();
     units_at_once_ = units_at_once(registry);
   }
@@ -193,18 +194,21 @@ class Campaign {
     OrderedWork<CaseResult> w;
     w.may_start = [this](int64_t local) { return may_start(case_index(options_.shard, local)); };
     w.work = [this](int64_t local) {
-      if (block_ == 1) return run_case(case_index(options_.shard, local));
+      const int64_t global = case_index(options_.shard, local);
+      if (block_ == 1 || !batches(target_of(global))) return run_case(global);
       Prepared p = take_prepared(local);
       return finish(p);
     };
     w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
     // A unit's cases are a group: the job that starts its first case prepares it (its batches);
     // the jobs that start its other cases meanwhile set them aside and go on, and once it is
-    // prepared they are open to every job. The budget stops cases from starting (those started
+    // prepared they are open to every job. A target with no batch path here runs its cases alone. The budget stops cases from starting (those started
     // still finish, as without batches); an interrupt also ends the run before a started case that
     // has not begun, so that it ends promptly however many cases are set aside.
     if (block_ > 1) {
-      w.group = [this](int64_t local) { return unit_first(local); };
+      w.group = [this](int64_t local) -> int64_t {
+        return batches(target_of(case_index(options_.shard, local))) ? unit_first(local) : -1;
+      };
       w.prepare = [this](int64_t first) {
         std::unique_lock<std::mutex> lock(units_mutex_);
         ready_unit(unit_key(first), lock);
@@ -239,15 +243,26 @@ class Campaign {
 
   const Target& target_of(int64_t global) const { return targets_[static_cast<size_t>(global) % targets_.size()]; }
 
+  // Whether a side of the target's pairs has a batch path here (CaseRunner::batches); known from
+  // the constructor on (batching_).
+  bool batches(const Target& t) const { return batching_[static_cast<size_t>(&t - targets_.data())] != 0; }
+  std::vector<char> batching_of_targets() const {
+    std::vector<char> out;
+    for (const Target& t : targets_) {
+      bool any = false;
+      for (const BackendPair& pair : t.pairs)
+        any = any || runner_.batches(t.op->name, pair.a) || runner_.batches(t.op->name, pair.b);
+      out.push_back(any ? 1 : 0);
+    }
+    return out;
+  }
+
   // Local case indices a block spans: 1 (every case alone), or options.batch cases of every target
-  // where a side of some target's pairs has a batch path here (CaseRunner::batches). The results
-  // do not depend on it.
+  // where some target batches(). The results do not depend on it.
   int64_t block_size() const {
     if (options_.batch <= 1) return 1;
     for (const Target& t : targets_)
-      for (const BackendPair& pair : t.pairs)
-        if (runner_.batches(t.op->name, pair.a) || runner_.batches(t.op->name, pair.b))
-          return static_cast<int64_t>(options_.batch) * static_cast<int64_t>(targets_.size());
+      if (batches(t)) return static_cast<int64_t>(options_.batch) * static_cast<int64_t>(targets_.size());
     return 1;
   }
 
@@ -688,11 +703,14 @@ class Campaign {
   const CampaignOptions& options_;
   std::vector<Target> targets_;
   CaseRunner runner_;
+  std::vector<char> batching_;  // per target: batches()
   int64_t block_ = 1;  // local case indices a block spans (block_size)
   int units_at_once_ = std::numeric_limits<int>::max();  // units_at_once
   std::mutex units_mutex_;
   std::condition_variable unit_ready_;
-  std::map<UnitKey, std::shared_ptr<Unit>> units_;  // the units prepared or being prepared, until their cases are taken
+  // The units prepared or being prepared, until their cases are taken (a unit whose cases an
+  // interrupt left untaken stays until the campaign ends).
+  std::map<UnitKey, std::shared_ptr<Unit>> units_;
   std::set<std::string> corpus_signatures_;  // in the corpus before the run; read by every thread
   std::mutex generate_mutex_;   // draws in this process
   GenerationPool* pool_ = nullptr;  // run()'s generator processes, while it runs

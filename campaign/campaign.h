@@ -94,7 +94,8 @@ struct CampaignOptions {
   // the cases are taken in blocks of `batch` cases of every target; the job that starts a block's
   // first case of a target generates up to `batch` of them and runs them through that side
   // together, and a job that starts another of them meanwhile sets it aside and starts the next
-  // (no job waits for another's batch). Each case then finishes (its other sides, the comparison,
+  // rather than wait for another's batch (at most as many batches at once as a worker pool of the
+  // batch path takes calls). Each case then finishes (its other sides, the comparison,
   // the shrinking of its findings) on whichever job takes it, as without batches. 1 runs every
   // case alone. The report and the corpus are the same for every value; cases started before the
   // budget ran out finish, and an interrupt ends the run between two cases. 1 .. kMaxBatch.

@@ -641,6 +641,28 @@ TEST(OrderedWork, GroupsArePreparedOnceBeforeTheirIndicesAndMayStopBetweenTwoInd
     ASSERT_EQ(committed.size(), 37u) << jobs << " jobs";
     for (size_t i = 0; i < committed.size(); ++i) EXPECT_EQ(committed[i], static_cast<int64_t>(i));
   }
+  // -1: in no group. Those indices are worked as they start, with no prepare, beside the groups.
+  for (const int jobs : {1, 4}) {
+    std::mutex mutex;
+    std::set<int64_t> prepared;
+    int64_t committed = 0;
+    OrderedWork<int64_t> w;
+    w.may_start = [](int64_t i) { return i < 50; };
+    w.group = [](int64_t i) -> int64_t { return i % 2 ? -1 : i / kSpan * kSpan; };  // evens: one group a span
+    w.prepare = [&](int64_t g) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      EXPECT_TRUE(prepared.insert(g).second) << "group " << g << " prepared twice";
+    };
+    w.work = [&](int64_t i) {
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (i % 2 == 0) EXPECT_TRUE(prepared.count(i / kSpan * kSpan)) << "index " << i << " before its group";
+      return i;
+    };
+    w.commit = [&](int64_t i, int64_t&) { return i == committed++; };
+    run_ordered(jobs, /*window=*/20, w, kSpan, /*max_preparing=*/1);
+    EXPECT_EQ(committed, 50) << jobs << " jobs";
+    EXPECT_EQ(prepared, (std::set<int64_t>{0, 6, 12, 18, 24, 30, 36, 42, 48})) << jobs << " jobs";
+  }
   // A prepare that throws ends the run, and the exception comes out.
   OrderedWork<int64_t> w;
   w.may_start = [](int64_t) { return true; };

@@ -259,10 +259,19 @@ void GenerationPool::read_answers(Child& child) {
       std::memcpy(&length, in.data() + begin, sizeof length);
       if (length <= kMaxFrameBytes) want = std::max<size_t>(want, sizeof length + length - (end - begin));
     }
+    if (end == begin && in.size() > 4 * kReadChunkBytes) {
+      in = std::vector<char>();  // a large frame's room is not kept for the rest of the run
+      begin = end = 0;
+    }
     if (in.size() - end < want) {
       if (end > begin) std::memmove(in.data(), in.data() + begin, end - begin);
       end -= begin, begin = 0;
-      if (in.size() - end < want) in.resize(end + want);
+      try {
+        if (in.size() - end < want) in.resize(end + want);
+      } catch (const std::exception& e) {  // bad_alloc: this process's case is lost, not the campaign
+        why = "sent a frame of " + std::to_string(want) + " bytes that could not be held (" + e.what() + ")";
+        break;
+      }
     }
     ssize_t r;
     do r = ::read(child.fd, in.data() + end, in.size() - end);
@@ -406,8 +415,16 @@ std::optional<Drawn> GenerationPool::take(int64_t local) {
     // Woken by the answer to this index alone (or a process's end), not by every answer.
     std::condition_variable answered;
     awaited_.emplace(local, &answered);
-    while (!answered.wait_for(lock, std::chrono::seconds(1), here)) kill_stuck();
-    awaited_.erase(local);
+    struct Forget {  // the entry goes with `answered`, however the wait ends
+      std::map<int64_t, std::condition_variable*>& awaited;
+      int64_t local;
+      ~Forget() { awaited.erase(local); }
+    } forget{awaited_, local};
+    // Requests a process had no room for go out here too, not only as answers come.
+    while (!answered.wait_for(lock, std::chrono::seconds(1), here)) {
+      flush_all();
+      kill_stuck();
+    }
   }
   if (unserved_.erase(local)) return std::nullopt;
   auto it = answers_.find(local);

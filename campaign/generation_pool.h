@@ -11,7 +11,7 @@
 // process.
 //
 // The campaign asks for each local case index once, in about increasing order (take); the pool
-// keeps the next `lookahead` indices in flight at the processes with the fewest waiting, within a
+// keeps between half and all of the next `lookahead` indices in flight at the processes with the fewest waiting, within a
 // bound on the bytes of cases drawn and not yet taken (those in flight counted at the mean size of
 // the cases drawn so far). No call blocks on a socket while the pool's lock is held: requests a
 // process has no room for wait in its outbox until it answers.

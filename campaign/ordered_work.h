@@ -35,7 +35,7 @@ struct OrderedWork {
   std::function<bool(int64_t, Result&)> commit;
   // Indices that share work (the campaign's batches) form a group, named by its first index:
   // group(i) <= i, and a group's indices lie in one aligned span of run_ordered's `span` indices
-  // ([k * span, (k + 1) * span)). Unset: none.
+  // ([k * span, (k + 1) * span)); -1: i is in no group (worked as it starts). Unset: no groups.
   // Called with run_ordered's lock held: quick, no locks of its own.
   std::function<int64_t(int64_t)> group;
   // The work group g shares, done once, by the thread that starts index g, before any index of
@@ -115,15 +115,17 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
     return !starts_ended && next_start < next_commit + window && !(next_begins_group && preparing >= max_preparing);
   };
   // Whether next_start begins a group; false without groups. With the lock held.
+  int64_t next_group = -1;  // group(next_start), or -1
   auto look_at_next = [&] {
-    next_begins_group = false;
+    next_group = -1;
     if (w.group) {
       try {
-        next_begins_group = w.group(next_start) == next_start;
+        next_group = w.group(next_start);
       } catch (...) {
         fail();
       }
     }
+    next_begins_group = next_group == next_start;
   };
   auto worker = [&] {
     std::unique_lock<std::mutex> lock(mutex);
@@ -149,19 +151,13 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
           return;
         }
         index = next_start++;
+        const int64_t g = next_group;
         look_at_next();
         if (commits_ended) return;  // group() threw
-        if (w.group) {
-          if (index % span == 0)  // no index of an earlier span's groups starts from here on
-            for (auto it = groups.begin(); it != groups.end() && it->first < index;)
-              it = it->second.ready ? groups.erase(it) : std::next(it);
-          int64_t g = 0;
-          try {
-            g = w.group(index);
-          } catch (...) {
-            fail();
-            return;
-          }
+        if (w.group && index % span == 0)  // no index of an earlier span's groups starts from here on
+          for (auto it = groups.begin(); it != groups.end() && it->first < index;)
+            it = it->second.ready ? groups.erase(it) : std::next(it);
+        if (g >= 0) {
           const auto [it, fresh] = groups.try_emplace(g);
           if (!fresh && !it->second.ready) {
             it->second.waiting.push_back(index);
@@ -185,6 +181,7 @@ void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t
             for (const int64_t i : it->second.waiting) open.push_back(i);
             it->second.waiting.clear();
             moved.notify_all();
+            if (commits_ended) return;  // the run ended while it was prepared
           }
         }
       }
