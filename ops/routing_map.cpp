@@ -82,12 +82,22 @@ Routing read(const std::string& who, const Tensor* map) {
   r.positions.resize(static_cast<size_t>(r.tokens));
   r.count.assign(static_cast<size_t>(r.experts), 0);
   r.offset.assign(static_cast<size_t>(r.experts), 0);
-  for (int64_t t = 0; t < r.tokens; ++t)
+  // bool is one byte an element. Each token's lists get their size at once: a case reads its map in
+  // each side and in its classes, so the allocations counted.
+  const auto* m = static_cast<const uint8_t*>(map->data());
+  for (int64_t t = 0; t < r.tokens; ++t) {
+    const uint8_t* row = m + t * r.experts;
+    size_t n = 0;
+    for (int64_t e = 0; e < r.experts; ++e) n += row[e] != 0;
+    std::vector<int64_t>& slots = r.slots[static_cast<size_t>(t)];
+    slots.reserve(n);
+    r.positions[static_cast<size_t>(t)].reserve(n);
     for (int64_t e = 0; e < r.experts; ++e)
-      if (map->bits(t * r.experts + e) != 0) {
-        r.slots[static_cast<size_t>(t)].push_back(e);
+      if (row[e] != 0) {
+        slots.push_back(e);
         ++r.count[static_cast<size_t>(e)];
       }
+  }
   int64_t n = 0;
   for (int64_t e = 0; e < r.experts; ++e) {
     r.offset[static_cast<size_t>(e)] = n;
