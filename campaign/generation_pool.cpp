@@ -254,8 +254,8 @@ void GenerationPool::read_answers(Child& child) {
     // As much as has arrived (room for at least the rest of a frame begun), then every whole frame
     // of it under one lock.
     size_t want = kReadChunkBytes;
+    uint64_t length = 0;  // of the frame begun, where its length has arrived
     if (end - begin >= sizeof(uint64_t)) {
-      uint64_t length = 0;
       std::memcpy(&length, in.data() + begin, sizeof length);
       if (length <= kMaxFrameBytes) want = std::max<size_t>(want, sizeof length + length - (end - begin));
     }
@@ -268,8 +268,8 @@ void GenerationPool::read_answers(Child& child) {
       end -= begin, begin = 0;
       try {
         if (in.size() - end < want) in.resize(end + want);
-      } catch (const std::exception& e) {  // bad_alloc: this process's case is lost, not the campaign
-        why = "sent a frame of " + std::to_string(want) + " bytes that could not be held (" + e.what() + ")";
+      } catch (const std::exception& e) {  // a refused allocation: this process's case is lost, not the campaign
+        why = "sent a frame of " + std::to_string(length) + " bytes that could not be held (" + e.what() + ")";
         break;
       }
     }
