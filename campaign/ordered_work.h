@@ -60,161 +60,200 @@ struct OrderedWork {
 //
 // The first exception of prepare, work or commit ends the run and is rethrown here once every
 // thread has stopped.
+namespace detail {
+
+// One run_ordered call: its state under one lock, and the steps each thread takes.
 template <typename Result>
-void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t span = 1,
-                 int max_preparing = std::numeric_limits<int>::max()) {
-  span = std::max<int64_t>(span, 1);
-  max_preparing = std::max(max_preparing, 1);
-  std::mutex mutex;
-  std::condition_variable moved;  // an index committed or opened, or the run ended
-  int64_t next_start = 0, next_commit = 0;
-  bool starts_ended = false, commits_ended = false, committing = false;
+class OrderedRun {
+ public:
+  OrderedRun(int64_t window, const OrderedWork<Result>& w, int64_t span, int max_preparing)
+      : w_(w), window_(window), span_(std::max<int64_t>(span, 1)), max_preparing_(std::max(max_preparing, 1)) {}
+
+  void run(int jobs) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      look_at_next();
+    }
+    std::vector<std::thread> helpers;
+    if (!failure_)
+      for (int t = 1; t < jobs; ++t) helpers.emplace_back([this] { worker(); });
+    if (!failure_) worker();
+    for (std::thread& t : helpers) t.join();
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+ private:
   struct Group {
     bool ready = false;
     std::vector<int64_t> waiting;  // its indices started while it was prepared
   };
-  std::map<int64_t, Group> groups;  // by first index; those whose span has not been passed
-  int preparing = 0;                // groups being prepared
-  bool next_begins_group = false;   // whether next_start is the first index of its group
-  std::deque<int64_t> open;         // started indices whose group is ready, not yet worked
-  std::exception_ptr failure;
-  std::map<int64_t, Result> finished;  // results waiting for the indices before them
+  enum class Step { kWork, kAgain, kStop };  // what a thread does next
 
-  auto fail = [&] {  // with the lock held
-    if (!failure) failure = std::current_exception();
-    starts_ended = commits_ended = true;
-    moved.notify_all();
-  };
-  // Commits what is ready, in order. Only one thread commits at a time (`committing`), without the
+  void worker() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      moved_.wait(lock, [&] {
+        return commits_ended_ || !open_.empty() || may_start_more() || (starts_ended_ && preparing_ == 0);
+      });
+      if (commits_ended_) return;
+      int64_t index = 0;
+      if (!open_.empty()) {
+        index = open_.front();
+        open_.pop_front();
+      } else {
+        if (!may_start_more()) return;  // starts ended, nothing open, nothing being prepared
+        const Step step = start(lock, index);
+        if (step == Step::kStop) return;
+        if (step == Step::kAgain) continue;
+      }
+      if (!work(lock, index)) return;
+    }
+  }
+
+  // Starts next_start (index): its group set aside while another thread prepares it, or prepared
+  // here when the index begins it. With the lock held.
+  Step start(std::unique_lock<std::mutex>& lock, int64_t& index) {
+    try {
+      if (!w_.may_start(next_start_)) {
+        starts_ended_ = true;
+        moved_.notify_all();
+        return Step::kAgain;
+      }
+    } catch (...) {
+      fail();
+      return Step::kStop;
+    }
+    index = next_start_++;
+    const int64_t g = next_group_;
+    look_at_next();
+    if (commits_ended_) return Step::kStop;  // group() threw
+    if (w_.group && index % span_ == 0)  // no index of an earlier span's groups starts from here on
+      for (auto it = groups_.begin(); it != groups_.end() && it->first < index;)
+        it = it->second.ready ? groups_.erase(it) : std::next(it);
+    if (g < 0) return Step::kWork;
+    const auto [it, fresh] = groups_.try_emplace(g);
+    if (!fresh && !it->second.ready) {
+      it->second.waiting.push_back(index);
+      return Step::kAgain;
+    }
+    if (!fresh) return Step::kWork;
+    ++preparing_;
+    lock.unlock();
+    try {
+      if (g != index) throw std::logic_error("ordered work: index " + std::to_string(index) + " starts group " + std::to_string(g));
+      if (w_.prepare) w_.prepare(g);
+    } catch (...) {
+      lock.lock();
+      --preparing_;
+      fail();
+      return Step::kStop;
+    }
+    lock.lock();
+    --preparing_;
+    it->second.ready = true;
+    for (const int64_t i : it->second.waiting) open_.push_back(i);
+    it->second.waiting.clear();
+    moved_.notify_all();
+    return commits_ended_ ? Step::kStop : Step::kWork;  // the run may have ended while it was prepared
+  }
+
+  // Works `index` (unless may_go_on says no) and commits what is ready. False: this thread stops.
+  // Called and returns with the lock held.
+  bool work(std::unique_lock<std::mutex>& lock, int64_t index) {
+    lock.unlock();
+    std::optional<Result> result;
+    try {
+      if (!w_.may_go_on || w_.may_go_on(index)) result.emplace(w_.work(index));
+    } catch (...) {
+      lock.lock();
+      fail();
+      return false;
+    }
+    lock.lock();
+    if (!result) {
+      // Not worked: nothing from it on commits (commits stop in front of it), and no index starts.
+      if (!starts_ended_) {
+        starts_ended_ = true;
+        moved_.notify_all();
+      }
+      return true;
+    }
+    finished_.emplace(index, std::move(*result));
+    commit_ready(lock);
+    return true;
+  }
+
+  // Commits what is ready, in order. Only one thread commits at a time (committing_), without the
   // lock, so that the others keep starting indices while an entry is written.
-  auto commit_ready = [&](std::unique_lock<std::mutex>& lock) {
-    if (committing) return;  // that thread will find our result too: it looks again after each commit
-    committing = true;
-    for (auto it = finished.find(next_commit); !commits_ended && it != finished.end();
-         it = finished.find(next_commit)) {
+  void commit_ready(std::unique_lock<std::mutex>& lock) {
+    if (committing_) return;  // that thread will find our result too: it looks again after each commit
+    committing_ = true;
+    for (auto it = finished_.find(next_commit_); !commits_ended_ && it != finished_.end();
+         it = finished_.find(next_commit_)) {
       Result result = std::move(it->second);
-      finished.erase(it);
+      finished_.erase(it);
       lock.unlock();
       bool keep_going = false;
       try {
-        keep_going = w.commit(next_commit, result);
+        keep_going = w_.commit(next_commit_, result);
       } catch (...) {
         lock.lock();
-        committing = false;
+        committing_ = false;
         fail();
         return;
       }
       lock.lock();
-      ++next_commit;
-      if (!keep_going) starts_ended = commits_ended = true;
-      moved.notify_all();
+      ++next_commit_;
+      if (!keep_going) starts_ended_ = commits_ended_ = true;
+      moved_.notify_all();
     }
-    committing = false;
-  };
-  auto may_start_more = [&] {
-    return !starts_ended && next_start < next_commit + window && !(next_begins_group && preparing >= max_preparing);
-  };
-  // Whether next_start begins a group; false without groups. With the lock held.
-  int64_t next_group = -1;  // group(next_start), or -1
-  auto look_at_next = [&] {
-    next_group = -1;
-    if (w.group) {
-      try {
-        next_group = w.group(next_start);
-      } catch (...) {
-        fail();
-      }
-    }
-    next_begins_group = next_group == next_start;
-  };
-  auto worker = [&] {
-    std::unique_lock<std::mutex> lock(mutex);
-    for (;;) {
-      moved.wait(lock, [&] {
-        return commits_ended || !open.empty() || may_start_more() || (starts_ended && preparing == 0);
-      });
-      if (commits_ended) return;
-      int64_t index = 0;
-      if (!open.empty()) {
-        index = open.front();
-        open.pop_front();
-      } else {
-        if (!may_start_more()) return;  // starts ended, nothing open, nothing being prepared
-        try {
-          if (!w.may_start(next_start)) {
-            starts_ended = true;
-            moved.notify_all();
-            continue;
-          }
-        } catch (...) {
-          fail();
-          return;
-        }
-        index = next_start++;
-        const int64_t g = next_group;
-        look_at_next();
-        if (commits_ended) return;  // group() threw
-        if (w.group && index % span == 0)  // no index of an earlier span's groups starts from here on
-          for (auto it = groups.begin(); it != groups.end() && it->first < index;)
-            it = it->second.ready ? groups.erase(it) : std::next(it);
-        if (g >= 0) {
-          const auto [it, fresh] = groups.try_emplace(g);
-          if (!fresh && !it->second.ready) {
-            it->second.waiting.push_back(index);
-            continue;
-          }
-          if (fresh) {
-            ++preparing;
-            lock.unlock();
-            try {
-              if (g != index) throw std::logic_error("ordered work: index " + std::to_string(index) + " starts group " + std::to_string(g));
-              if (w.prepare) w.prepare(g);
-            } catch (...) {
-              lock.lock();
-              --preparing;
-              fail();
-              return;
-            }
-            lock.lock();
-            --preparing;
-            it->second.ready = true;
-            for (const int64_t i : it->second.waiting) open.push_back(i);
-            it->second.waiting.clear();
-            moved.notify_all();
-            if (commits_ended) return;  // the run ended while it was prepared
-          }
-        }
-      }
-      lock.unlock();
-      std::optional<Result> result;
-      try {
-        if (!w.may_go_on || w.may_go_on(index)) result.emplace(w.work(index));
-      } catch (...) {
-        lock.lock();
-        fail();
-        return;
-      }
-      lock.lock();
-      if (!result) {
-        // Not worked: nothing from it on commits (commits stop in front of it), and no index starts.
-        if (!starts_ended) {
-          starts_ended = true;
-          moved.notify_all();
-        }
-        continue;
-      }
-      finished.emplace(index, std::move(*result));
-      commit_ready(lock);
-    }
-  };
+    committing_ = false;
+  }
 
-  look_at_next();
-  if (failure) std::rethrow_exception(failure);
-  std::vector<std::thread> helpers;
-  for (int t = 1; t < jobs; ++t) helpers.emplace_back(worker);
-  worker();
-  for (std::thread& t : helpers) t.join();
-  if (failure) std::rethrow_exception(failure);
+  bool may_start_more() const {
+    return !starts_ended_ && next_start_ < next_commit_ + window_ &&
+           !(next_group_ == next_start_ && preparing_ >= max_preparing_);
+  }
+
+  // next_group_ = group(next_start_), or -1 without groups. With the lock held.
+  void look_at_next() {
+    next_group_ = -1;
+    if (!w_.group) return;
+    try {
+      next_group_ = w_.group(next_start_);
+    } catch (...) {
+      fail();
+    }
+  }
+
+  void fail() {  // with the lock held
+    if (!failure_) failure_ = std::current_exception();
+    starts_ended_ = commits_ended_ = true;
+    moved_.notify_all();
+  }
+
+  const OrderedWork<Result>& w_;
+  const int64_t window_, span_;
+  const int max_preparing_;
+  std::mutex mutex_;
+  std::condition_variable moved_;  // an index committed or opened, or the run ended
+  // Under mutex_:
+  int64_t next_start_ = 0, next_commit_ = 0;
+  int64_t next_group_ = -1;  // group(next_start_), or -1
+  bool starts_ended_ = false, commits_ended_ = false, committing_ = false;
+  std::map<int64_t, Group> groups_;  // by first index; those whose span has not been passed
+  int preparing_ = 0;                // groups being prepared
+  std::deque<int64_t> open_;         // started indices whose group is ready, not yet worked
+  std::exception_ptr failure_;
+  std::map<int64_t, Result> finished_;  // results waiting for the indices before them
+};
+
+}  // namespace detail
+
+template <typename Result>
+void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t span = 1,
+                 int max_preparing = std::numeric_limits<int>::max()) {
+  detail::OrderedRun<Result>(window, w, span, max_preparing).run(jobs);
 }
 
 }  // namespace bitparity::campaign
