@@ -74,10 +74,10 @@ class OrderedRun {
       const std::lock_guard<std::mutex> lock(mutex_);
       look_at_next();
     }
+    if (failure_) std::rethrow_exception(failure_);  // group(0) threw; no thread started yet
     std::vector<std::thread> helpers;
-    if (!failure_)
-      for (int t = 1; t < jobs; ++t) helpers.emplace_back([this] { worker(); });
-    if (!failure_) worker();
+    for (int t = 1; t < jobs; ++t) helpers.emplace_back([this] { worker(); });
+    worker();
     for (std::thread& t : helpers) t.join();
     if (failure_) std::rethrow_exception(failure_);
   }
