@@ -655,7 +655,9 @@ TEST(OrderedWork, GroupsArePreparedOnceBeforeTheirIndicesAndMayStopBetweenTwoInd
     };
     w.work = [&](int64_t i) {
       const std::lock_guard<std::mutex> lock(mutex);
-      if (i % 2 == 0) EXPECT_TRUE(prepared.count(i / kSpan * kSpan)) << "index " << i << " before its group";
+      if (i % 2 == 0) {
+        EXPECT_TRUE(prepared.count(i / kSpan * kSpan)) << "index " << i << " before its group";
+      }
       return i;
     };
     w.commit = [&](int64_t i, int64_t&) { return i == committed++; };
