@@ -223,6 +223,7 @@ class Campaign {
     pool.reset();
     report_.run.elapsed_seconds = elapsed();
     report_.run.interrupted = interrupted();
+    report_.run.batch_failures = batch_failures_;
     report_progress(true);
     if (options_.progress)
       for (const auto& [backend, n] : batch_failures_)

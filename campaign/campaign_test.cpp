@@ -1084,11 +1084,14 @@ TEST_F(CampaignTest, ABatchThatFailsAsAWholeIsReportedThoughItsCasesPassAlone) {
   EXPECT_NE(progress.str().find("warning: " + std::to_string(batches->load()) + " batches on fake_gpu:exact failed"),
             std::string::npos)
       << progress.str();
+  // The report keeps the count too (its counts, below, cannot show it).
+  EXPECT_EQ(batched.run.batch_failures, (std::map<std::string, int64_t>{{"fake_gpu:exact", batches->load()}}));
   o.batch = 1;
   o.progress = nullptr;
   const reports::Report alone = without_times(run_campaign(r, o));
   EXPECT_EQ(batched.counts, alone.counts);
   EXPECT_EQ(batched.findings, alone.findings);
+  EXPECT_TRUE(alone.run.batch_failures.empty());
 }
 
 // Calls that must overlap: the first to arrive waits (at most 20 s) until a second is inside

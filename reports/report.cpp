@@ -44,7 +44,8 @@ json run_to_json(const RunInfo& run) {
           {"device", run.device},
           {"tool_version", run.tool_version},
           {"interrupted", run.interrupted},
-          {"error", run.error ? json(*run.error) : json(nullptr)}};
+          {"error", run.error ? json(*run.error) : json(nullptr)},
+          {"batch_failures", run.batch_failures}};
 }
 
 RunInfo run_from_json(const json& j) {
@@ -70,6 +71,8 @@ RunInfo run_from_json(const json& j) {
   run.interrupted = get_bool(j, "interrupted", f);
   // Reports written before runs could end in an error have no "error" field.
   if (auto it = j.find("error"); it != j.end() && !it->is_null()) run.error = get_string(j, "error", f);
+  // Nor have reports written before batch failures were kept.
+  if (j.contains("batch_failures")) run.batch_failures = get_count_map(j, "batch_failures", f);
   return run;
 }
 
@@ -433,6 +436,7 @@ Report merge_reports(const std::vector<Report>& reports) {
   merged.run = reports.front().run;
   merged.run.shards.clear();
   merged.run.error.reset();
+  merged.run.batch_failures.clear();
   std::set<std::string> signatures;
   for (const Report& r : reports) {
     if (r.run.error) {
@@ -442,6 +446,7 @@ Report merge_reports(const std::vector<Report>& reports) {
     for (const std::string& shard : r.run.shards) merged.run.shards.push_back(shard);
     merged.run.elapsed_seconds = std::max(merged.run.elapsed_seconds, r.run.elapsed_seconds);
     merged.run.interrupted = merged.run.interrupted || r.run.interrupted;
+    add_counts(merged.run.batch_failures, r.run.batch_failures);
     for (const std::string& p : r.run.pairs)
       if (std::find(merged.run.pairs.begin(), merged.run.pairs.end(), p) == merged.run.pairs.end())
         merged.run.pairs.push_back(p);

@@ -36,6 +36,10 @@ struct RunInfo {
   // Why the run ended early, when an error ended it (a corpus write that failed: "cannot write
   // ...: No space left on device"); the counts and findings up to then are kept.
   std::optional<std::string> error;
+  // Batches that failed as a whole, by backend ("cuda:megatron_eager" -> 2): their cases ran again
+  // alone and are counted as those runs gave, so a fault of the batch path alone shows only here.
+  // Absent in reports written before it.
+  std::map<std::string, int64_t> batch_failures;
   bool operator==(const RunInfo&) const = default;
 };
 

@@ -39,6 +39,7 @@ Report sample() {
   r.run.date = "2026-05-04T12:00:00Z";
   r.run.device = "host test; backends: ref";
   r.run.tool_version = "bitparity 0.1.0";
+  r.run.batch_failures = {{"fake_gpu:exact", 2}};
   PairCounts& divergence = counts_for(r, "toy", "fwd", "ref:exact", "ref:sloppy");
   divergence.cases = 500, divergence.agreements = 300, divergence.skips = {{"unmodelled", 20}};
   divergence.mismatches = {{"bit_mismatch", 180}}, divergence.new_findings = {{"bit_mismatch", 1}};
@@ -62,6 +63,15 @@ TEST(ReportJson, RoundTrips) {
   EXPECT_EQ(j["totals"]["cases"], 1000);
   EXPECT_EQ(j["totals"]["mismatches"]["bit_mismatch"], 181);
   EXPECT_EQ(report_from_json(nlohmann::json::parse(j.dump())), report);
+  EXPECT_EQ(j["run"]["batch_failures"]["fake_gpu:exact"], 2);
+  // A report written before batch failures were kept reads with none.
+  nlohmann::json older = j;
+  older["run"].erase("batch_failures");
+  EXPECT_TRUE(report_from_json(older).run.batch_failures.empty());
+  // A count that is not one is an error naming the field.
+  nlohmann::json broken = j;
+  broken["run"]["batch_failures"]["fake_gpu:exact"] = -1;
+  EXPECT_THROW(report_from_json(broken), std::exception);
 }
 
 TEST(ReportJson, CarriesUlpHistogramsAndCoverage) {
@@ -286,6 +296,7 @@ TEST(Merge, SumsCountsAndDeduplicatesFindings) {
   ASSERT_EQ(merged.coverage.size(), 1u);
   EXPECT_EQ(merged.coverage[0].cases, 1000);
   EXPECT_EQ(merged.coverage[0].tags.at("rows=0"), 80);
+  EXPECT_EQ(merged.run.batch_failures, (std::map<std::string, int64_t>{{"fake_gpu:exact", 4}}));  // summed, not the first shard's twice
 }
 
 TEST(Merge, JoinsTheRequiredTagsOfShards) {
