@@ -10,8 +10,9 @@
 // draw, so rejections are still tested). Tensors are filled from one drawn seed whatever their size
 // (gen::SeededTensors): the campaign's findings shrink through the op's shrinker, not RapidCheck's. Shard i of n runs the global
 // indices i, i + n, i + 2n, ...: the shards of a campaign run exactly the cases of the unsharded
-// run, and `bitparity merge` of their outputs equals it. (A shard count with a factor in common
-// with the number of targets gives each shard some of the targets; the shards together run all.)
+// run, and `bitparity merge` of their outputs equals it (but for run.batch_failures: each shard
+// forms its own batches). (A shard count with a factor in common with the number of targets gives
+// each shard some of the targets; the shards together run all.)
 //
 // A signature is shrunk once, from the first case (lowest index) that shows it: shrinking keeps
 // the signature, so a later case's shrink could only find the entry already written.

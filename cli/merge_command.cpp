@@ -201,6 +201,7 @@ void check_counts_fit(const std::vector<reports::Report>& reports) {
       add(c.cases);
       for (const auto& [tag, n] : c.tags) add(n);
     }
+    for (const auto& [backend, n] : r.run.batch_failures) add(n);
     add(static_cast<int64_t>(r.findings.size()));
   }
 }

@@ -270,6 +270,15 @@ TEST_F(MergeTest, d09_CountsMustBeNonNegativeAndAddWithoutWrapping) {
   EXPECT_EQ(merge({shard("s1", {}, report(7, "0/2", max)), shard("s2", {}, report(7, "1/2", max))}), 2);
   EXPECT_NE(err_.find("overflow"), std::string::npos) << err_;
   EXPECT_FALSE(fs::exists(path("merged.json")));
+
+  // The run's batch failures too.
+  json failing0 = report(7, "0/2", 1), failing1 = report(7, "1/2", 1);
+  failing0["run"]["batch_failures"] = {{"cuda:x", max}};
+  failing1["run"]["batch_failures"] = {{"cuda:x", max}};
+  err_.clear();
+  EXPECT_EQ(merge({shard("s3", {}, failing0), shard("s4", {}, failing1)}), 2);
+  EXPECT_NE(err_.find("overflow"), std::string::npos) << err_;
+  EXPECT_FALSE(fs::exists(path("merged.json")));
 }
 
 TEST_F(MergeTest, d09_ShardsMustBeOneCampaignEachCountedOnce) {

@@ -279,6 +279,7 @@ TEST(Merge, SumsCountsAndDeduplicatesFindings) {
   Report a = sample(), b = sample();
   a.run.shards = {"0/2"}, b.run.shards = {"1/2"};
   b.run.elapsed_seconds = 12;
+  b.run.batch_failures = {{"fake_gpu:exact", 3}, {"cuda:exact", 1}};
   b.findings.pop_back();  // shard 1 found only the divergence, which shard 0 found too
   const Report merged = merge_reports({a, b});
   EXPECT_EQ(merged.run.shards, (std::vector<std::string>{"0/2", "1/2"}));
@@ -296,7 +297,7 @@ TEST(Merge, SumsCountsAndDeduplicatesFindings) {
   ASSERT_EQ(merged.coverage.size(), 1u);
   EXPECT_EQ(merged.coverage[0].cases, 1000);
   EXPECT_EQ(merged.coverage[0].tags.at("rows=0"), 80);
-  EXPECT_EQ(merged.run.batch_failures, (std::map<std::string, int64_t>{{"fake_gpu:exact", 4}}));  // summed, not the first shard's twice
+  EXPECT_EQ(merged.run.batch_failures, (std::map<std::string, int64_t>{{"cuda:exact", 1}, {"fake_gpu:exact", 5}}));  // summed
 }
 
 TEST(Merge, JoinsTheRequiredTagsOfShards) {
