@@ -46,8 +46,10 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <map>
 #include <memory>
 #include <thread>
@@ -263,27 +265,29 @@ void run_generate(benchmark::State& state, const OpInfo* op, Direction d) {
   state.counters["cases"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 
-// BITPARITY_BENCH_ITERATIONS where it is set (a positive integer); a clear error otherwise.
-std::optional<int64_t> fixed_iterations() {
-  const char* text = std::getenv("BITPARITY_BENCH_ITERATIONS");
+// Environment variable `name` as an integer from lo to hi where it is set; a clear error otherwise.
+std::optional<int64_t> env_integer(const char* name, int64_t lo, int64_t hi) {
+  const char* text = std::getenv(name);
   if (!text || !*text) return std::nullopt;
   char* end = nullptr;
+  errno = 0;
   const long long n = std::strtoll(text, &end, 10);
-  if (*end != '\0' || n <= 0) throw std::invalid_argument(std::string("BITPARITY_BENCH_ITERATIONS: not a positive integer: ") + text);
+  if (*end != '\0' || errno == ERANGE || n < lo || n > hi)
+    throw std::invalid_argument(std::string(name) + ": not an integer from " + std::to_string(lo) + " to " +
+                                std::to_string(hi) + ": " + text);
   return n;
 }
 
+// BITPARITY_BENCH_ITERATIONS: a positive integer.
+std::optional<int64_t> fixed_iterations() {
+  return env_integer("BITPARITY_BENCH_ITERATIONS", 1, std::numeric_limits<int64_t>::max());
+}
+
 // BITPARITY_BENCH_GENERATORS=N: Campaign/'s generator processes (0: the campaign's own process);
-// unset, the campaign's default. A clear error for anything but an integer from 0 to kMaxJobs.
+// unset, the campaign's default.
 std::optional<int> bench_generators() {
-  const char* text = std::getenv("BITPARITY_BENCH_GENERATORS");
-  if (!text || !*text) return std::nullopt;
-  char* end = nullptr;
-  const long long n = std::strtoll(text, &end, 10);
-  if (*end != '\0' || n < 0 || n > bitparity::campaign::kMaxJobs)
-    throw std::invalid_argument(std::string("BITPARITY_BENCH_GENERATORS: not an integer from 0 to ") +
-                                std::to_string(bitparity::campaign::kMaxJobs) + ": " + text);
-  return static_cast<int>(n);
+  const std::optional<int64_t> n = env_integer("BITPARITY_BENCH_GENERATORS", 0, bitparity::campaign::kMaxJobs);
+  return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
 }
 
 // The cases of one Campaign/OP run.

@@ -9,11 +9,11 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <ostream>
-#include <limits>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -202,9 +202,10 @@ class Campaign {
     w.commit = [this](int64_t, CaseResult& r) { return commit(r); };
     // A unit's cases are a group: the job that starts its first case prepares it (its batches);
     // the jobs that start its other cases meanwhile set them aside and go on, and once it is
-    // prepared they are open to every job. A target with no batch path here runs its cases alone. The budget stops cases from starting (those started
-    // still finish, as without batches); an interrupt also ends the run before a started case that
-    // has not begun, so that it ends promptly however many cases are set aside.
+    // prepared they are open to every job. A target with no batch path here runs its cases alone.
+    // The budget stops cases from starting (those started still finish, as without batches); an
+    // interrupt also ends the run before a started case that has not begun, so that it ends
+    // promptly however many cases are set aside.
     if (block_ > 1) {
       w.group = [this](int64_t local) -> int64_t {
         return batches(target_of(case_index(options_.shard, local))) ? unit_first(local) : -1;
@@ -400,10 +401,13 @@ class Campaign {
       const int64_t start = local / block_ * block_, position = (local - start) / targets;
       return start + position / options_.batch * options_.batch * targets + (local - start) % targets;
     }
-    const auto& [block, target, sub] = unit_key(local);
-    int64_t position = 0;
-    for (int64_t l = block * block_;; ++l)
-      if (&target_of(case_index(options_.shard, l)) == target && position++ == sub * options_.batch) return l;
+    // A shard sees the targets unevenly: the last case of the target at a multiple of
+    // options.batch among the block's cases of it, up to `local`.
+    const Target* target = &target_of(case_index(options_.shard, local));
+    int64_t first = local, position = 0;
+    for (int64_t l = local / block_ * block_; l <= local; ++l)
+      if (&target_of(case_index(options_.shard, l)) == target && position++ % options_.batch == 0) first = l;
+    return first;
   }
 
   // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit (by the

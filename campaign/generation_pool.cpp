@@ -250,15 +250,17 @@ void GenerationPool::read_answers(Child& child) {
   std::vector<char> in;  // bytes read and not yet taken apart, [begin, end): [u64 length][body], ...
   size_t begin = 0, end = 0;
   std::vector<std::pair<int64_t, Drawn>> got;
+  const auto length_at_begin = [&] {  // of the frame at `begin`, whose length has arrived
+    uint64_t length = 0;
+    std::memcpy(&length, in.data() + begin, sizeof length);
+    return length;
+  };
   for (;;) {
     // As much as has arrived (room for at least the rest of a frame begun), then every whole frame
     // of it under one lock.
     size_t want = kReadChunkBytes;
-    uint64_t length = 0;  // of the frame begun, where its length has arrived
-    if (end - begin >= sizeof(uint64_t)) {
-      std::memcpy(&length, in.data() + begin, sizeof length);
-      if (length <= kMaxFrameBytes) want = std::max<size_t>(want, sizeof length + length - (end - begin));
-    }
+    const uint64_t length = end - begin >= sizeof(uint64_t) ? length_at_begin() : 0;
+    if (length > 0 && length <= kMaxFrameBytes) want = std::max<size_t>(want, sizeof length + length - (end - begin));
     if (end == begin && in.size() > 4 * kReadChunkBytes) {
       in = std::vector<char>();  // a large frame's room is not kept for the rest of the run
       begin = end = 0;
@@ -281,17 +283,16 @@ void GenerationPool::read_answers(Child& child) {
     got.clear();
     try {
       while (end - begin >= sizeof(uint64_t)) {
-        uint64_t length = 0;
-        std::memcpy(&length, in.data() + begin, sizeof length);
-        if (length < sizeof(int64_t) + 1 || length > kMaxFrameBytes) throw std::runtime_error("a frame of " + std::to_string(length) + " bytes");
-        if (end - begin - sizeof length < length) break;
-        Reader frame(std::string_view(in.data() + begin + sizeof length, length));
-        begin += sizeof length + length;
+        const uint64_t size = length_at_begin();
+        if (size < sizeof(int64_t) + 1 || size > kMaxFrameBytes) throw std::runtime_error("a frame of " + std::to_string(size) + " bytes");
+        if (end - begin - sizeof size < size) break;
+        Reader frame(std::string_view(in.data() + begin + sizeof size, size));
+        begin += sizeof size + size;
         if (begin == end) begin = end = 0;
         Drawn d;
         const int64_t local = frame.i64();
         const bool has_case = frame.u8() != 0;
-        const std::string_view rest = frame.bytes(length - sizeof(int64_t) - 1);
+        const std::string_view rest = frame.bytes(size - sizeof(int64_t) - 1);
         if (has_case) d.c = decode_case(rest);
         else d.error = std::string(rest);
         got.emplace_back(local, std::move(d));

@@ -47,19 +47,6 @@ struct OrderedWork {
   std::function<bool(int64_t)> may_go_on;
 };
 
-// Runs `jobs` threads, the calling one among them (jobs == 1 is a plain loop on the calling
-// thread). At most `window` indices are started and not yet committed, which bounds the results
-// held while a slow index (a long shrink) keeps the later ones from committing.
-//
-// With groups, a thread that starts an index of a group another thread is still preparing does not
-// wait for it: the index is set aside, and the thread starts the next one (so it prepares the next
-// group meanwhile). When a group is prepared, its indices set aside are open to every thread, and a
-// thread works an open index before it starts a new one. At most `max_preparing` groups are
-// prepared at once (the calls the preparation's backend takes at once): an index that would begin
-// one more waits, so that the groups next in line are not held up by later ones.
-//
-// The first exception of prepare, work or commit ends the run and is rethrown here once every
-// thread has stopped.
 namespace detail {
 
 // One run_ordered call: its state under one lock, and the steps each thread takes.
@@ -250,6 +237,19 @@ class OrderedRun {
 
 }  // namespace detail
 
+// Runs `jobs` threads, the calling one among them (jobs == 1 is a plain loop on the calling
+// thread). At most `window` indices are started and not yet committed, which bounds the results
+// held while a slow index (a long shrink) keeps the later ones from committing.
+//
+// With groups, a thread that starts an index of a group another thread is still preparing does not
+// wait for it: the index is set aside, and the thread starts the next one (so it prepares the next
+// group meanwhile). When a group is prepared, its indices set aside are open to every thread, and a
+// thread works an open index before it starts a new one. At most `max_preparing` groups are
+// prepared at once (the calls the preparation's backend takes at once): an index that would begin
+// one more waits, so that the groups next in line are not held up by later ones.
+//
+// The first exception of prepare, work or commit ends the run and is rethrown here once every
+// thread has stopped.
 template <typename Result>
 void run_ordered(int jobs, int64_t window, const OrderedWork<Result>& w, int64_t span = 1,
                  int max_preparing = std::numeric_limits<int>::max()) {

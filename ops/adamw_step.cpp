@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/gen.h"
+#include "core/rows.h"
 #include "ops/training.h"
 
 namespace bitparity::ops {
@@ -255,15 +256,7 @@ Case elements(const Case& c, int64_t i0, int64_t n) {
 // whose class is its rank (rank=2) keeps it while it shrinks.
 Case leading_rows(const Case& c, int64_t r0, int64_t n) {
   Case out = c;
-  for (const char* name : kStates) {
-    const Tensor& t = *c.input(name);
-    Shape shape = t.shape();
-    const int64_t row = t.numel() / shape[0];
-    shape[0] = n;
-    Tensor w(t.dtype(), shape);
-    for (int64_t i = 0; i < n * row; ++i) w.set_bits(i, t.bits(r0 * row + i));
-    out.inputs[name] = w;
-  }
+  for (const char* name : kStates) out.inputs[name] = tensor_rows(*c.input(name), r0, n);
   return out;
 }
 
