@@ -29,16 +29,16 @@ OutputMetas validate(const Case& c, const ContractInfo& contract) {
   const std::string who = "permute";
   if (c.direction == Direction::kForward) {
     const Tensor& tokens = rm::required(who, c, "tokens");
-    const rm::Routing r = rm::read(who, c.input("routing_map"));
-    const int64_t H = rm::check_data(who, tokens, "tokens", r.tokens, "T = routing_map's rows");
-    rm::check_counts(who, r, contract);
-    return {{"permuted", {{r.rows(), H}, tokens.dtype()}}};
+    const rm::Counts m = rm::read_counts(who, c.input("routing_map"));
+    const int64_t H = rm::check_data(who, tokens, "tokens", m.tokens, "T = routing_map's rows");
+    rm::check_counts(who, m, contract);
+    return {{"permuted", {{m.entries, H}, tokens.dtype()}}};
   }
   const Tensor& d_permuted = rm::required(who, c, "d_permuted");
-  const rm::Routing r = rm::read(who, c.input("routing_map"));
-  rm::check_counts(who, r, contract);
-  const int64_t H = rm::check_data(who, d_permuted, "d_permuted", r.rows(), "N = the true entries of routing_map");
-  return {{"d_tokens", {{r.tokens, H}, d_permuted.dtype()}}};
+  const rm::Counts m = rm::read_counts(who, c.input("routing_map"));
+  rm::check_counts(who, m, contract);
+  const int64_t H = rm::check_data(who, d_permuted, "d_permuted", m.entries, "N = the true entries of routing_map");
+  return {{"d_tokens", {{m.tokens, H}, d_permuted.dtype()}}};
 }
 
 // --- error inputs --------------------------------------------------------------------------------
@@ -147,7 +147,7 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
   const int64_t H = dp.dim(1);
   std::vector<double>& d_tokens = truth["d_tokens"];
   for (int64_t t = 0; t < r.tokens; ++t) {
-    const std::vector<int64_t>& pos = r.positions[static_cast<size_t>(t)];
+    const rm::Routing::Run pos = r.positions(t);
     MpMatrix slots(static_cast<Eigen::Index>(pos.size()), H);
     for (size_t j = 0; j < pos.size(); ++j)
       for (int64_t h = 0; h < H; ++h) slots(static_cast<Eigen::Index>(j), h) = mpfr::mpreal(dp.f64(pos[j] * H + h), kExactBits);

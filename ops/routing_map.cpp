@@ -6,6 +6,7 @@
 #include <iterator>
 #include <numeric>
 #include <stdexcept>
+#include <utility>
 
 #include <rapidcheck.h>
 
@@ -18,6 +19,9 @@ namespace {
 
 constexpr const char* kMap = "routing_map";
 constexpr const char* kProbs = "probs";
+// read() counts the experts in an array where they are at most the entries plus this many, and
+// sorts the entries where experts are more (a map of 2 tokens and 150,000 experts).
+constexpr size_t kCountedExperts = 4096;
 // The inputs of the two ops by how they are indexed.
 const char* const kTokenRowInputs[] = {"tokens", "d_out"};        // [T, H]
 const char* const kSlotRowInputs[] = {"permuted", "d_permuted"};  // [N, H], expert-major
@@ -64,54 +68,77 @@ KRule k_rule(const ContractInfo& contract) {
 }
 
 int64_t Routing::position(int64_t t, int64_t e) const {
-  const std::vector<int64_t>& s = slots[static_cast<size_t>(t)];
-  const auto it = std::lower_bound(s.begin(), s.end(), e);
+  const Run s = slots(t);
+  const int64_t* it = std::lower_bound(s.begin(), s.end(), e);
   if (it == s.end() || *it != e) return -1;
-  return positions[static_cast<size_t>(t)][static_cast<size_t>(it - s.begin())];
+  return positions(t)[static_cast<size_t>(it - s.begin())];
 }
 
-Routing read(const std::string& who, const Tensor* map) {
+namespace {
+
+// RejectError naming routing_map when it is absent, not bool or not of rank 2.
+void check_map(const std::string& who, const Tensor* map) {
   if (!map) throw RejectError("shape", who + ": routing_map is required");
   if (map->dtype() != DType::kBool)
     throw RejectError("dtype", who + ": routing_map must be bool; got " + std::string(dtype_name(map->dtype())));
   if (map->rank() != 2) throw RejectError("shape", who + ": routing_map must have shape [T, E]; got " + dims(*map));
+}
+
+}  // namespace
+
+Counts read_counts(const std::string& who, const Tensor* map) {
+  check_map(who, map);
+  Counts k;
+  k.tokens = map->dim(0);
+  k.experts = map->dim(1);
+  k.per_row.resize(static_cast<size_t>(k.tokens));
+  const auto* m = static_cast<const uint8_t*>(map->data());  // bool is one byte an element
+  for (int64_t t = 0; t < k.tokens; ++t) {
+    const uint8_t* row = m + t * k.experts;
+    int64_t n = 0;
+    for (int64_t e = 0; e < k.experts; ++e) n += row[e] != 0;
+    k.per_row[static_cast<size_t>(t)] = n;
+    k.entries += n;
+  }
+  return k;
+}
+
+Routing read(const std::string& who, const Tensor* map) {
+  check_map(who, map);
   Routing r;
   r.tokens = map->dim(0);
   r.experts = map->dim(1);
-  r.slots.resize(static_cast<size_t>(r.tokens));
-  r.positions.resize(static_cast<size_t>(r.tokens));
-  r.count.assign(static_cast<size_t>(r.experts), 0);
-  r.offset.assign(static_cast<size_t>(r.experts), 0);
-  // bool is one byte an element. Each token's lists get their size at once: a case reads its map in
-  // each side and in its classes, so the allocations counted.
-  const auto* m = static_cast<const uint8_t*>(map->data());
+  // A case reads its map in each reference side and in its classes, so this allocates a few flat
+  // arrays and nothing per token or (where experts outnumber the entries) per expert.
+  const auto* m = static_cast<const uint8_t*>(map->data());  // bool is one byte an element
+  r.first_slot.assign(static_cast<size_t>(r.tokens) + 1, 0);
   for (int64_t t = 0; t < r.tokens; ++t) {
     const uint8_t* row = m + t * r.experts;
-    size_t n = 0;
-    for (int64_t e = 0; e < r.experts; ++e) n += row[e] != 0;
-    std::vector<int64_t>& slots = r.slots[static_cast<size_t>(t)];
-    slots.reserve(n);
-    r.positions[static_cast<size_t>(t)].reserve(n);
     for (int64_t e = 0; e < r.experts; ++e)
-      if (row[e] != 0) {
-        slots.push_back(e);
-        ++r.count[static_cast<size_t>(e)];
-      }
+      if (row[e] != 0) r.expert_of_slot.push_back(e);
+    r.first_slot[static_cast<size_t>(t) + 1] = static_cast<int64_t>(r.expert_of_slot.size());
   }
-  int64_t n = 0;
-  for (int64_t e = 0; e < r.experts; ++e) {
-    r.offset[static_cast<size_t>(e)] = n;
-    n += r.count[static_cast<size_t>(e)];
+  const size_t n = r.expert_of_slot.size();
+  r.position_of_slot.resize(n);
+  r.token_of_row.resize(n);
+  // pos(t, e) = off[e] + #{t' < t : M[t', e]}: tokens in ascending order fill each expert's block,
+  // i.e. a slot's position is its rank when the slots, in token order, are sorted stably by expert.
+  if (static_cast<size_t>(r.experts) <= n + kCountedExperts) {
+    std::vector<int64_t> next(static_cast<size_t>(r.experts), 0);  // counts, then each expert's next row
+    for (const int64_t e : r.expert_of_slot) ++next[static_cast<size_t>(e)];
+    int64_t off = 0;
+    for (int64_t& x : next) off += std::exchange(x, off);
+    for (size_t s = 0; s < n; ++s) r.position_of_slot[s] = next[static_cast<size_t>(r.expert_of_slot[s])]++;
+  } else {  // many more experts than entries (E >> T): sort the entries, not count every expert
+    std::vector<int64_t> order(n);
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return r.expert_of_slot[static_cast<size_t>(a)] < r.expert_of_slot[static_cast<size_t>(b)];
+    });
+    for (size_t p = 0; p < n; ++p) r.position_of_slot[static_cast<size_t>(order[p])] = static_cast<int64_t>(p);
   }
-  // pos(t, e) = off[e] + #{t' < t : M[t', e]}: tokens in ascending order fill each expert's block.
-  r.token_of_row.assign(static_cast<size_t>(n), 0);
-  std::vector<int64_t> filled(static_cast<size_t>(r.experts), 0);
   for (int64_t t = 0; t < r.tokens; ++t)
-    for (int64_t e : r.slots[static_cast<size_t>(t)]) {
-      const int64_t p = r.offset[static_cast<size_t>(e)] + filled[static_cast<size_t>(e)]++;
-      r.positions[static_cast<size_t>(t)].push_back(p);
-      r.token_of_row[static_cast<size_t>(p)] = t;
-    }
+    for (const int64_t p : r.positions(t)) r.token_of_row[static_cast<size_t>(p)] = t;
   return r;
 }
 
@@ -123,26 +150,27 @@ std::optional<Routing> try_read(const Case& c) {
   }
 }
 
-void check_counts(const std::string& who, const Routing& r, const ContractInfo& contract) {
+void check_counts(const std::string& who, const Counts& k, const ContractInfo& contract) {
   const KRule rule = k_rule(contract);
   if (rule == KRule::kAny) return;
-  if (rule == KRule::kSameAsRowZero && r.tokens == 0)
+  if (rule == KRule::kSameAsRowZero && k.tokens == 0)
     throw RejectError("shape", who + ": routing_map has no rows; " + contract.name +
                                    " reads k from row 0 (T = 0 is an index error in Megatron's aligned permute)");
   int64_t first = -1;  // the row whose count the others must match
-  for (int64_t t = 0; t < r.tokens; ++t) {
-    const int64_t n = r.slot_count(t);
+  for (int64_t t = 0; t < k.tokens; ++t) {
+    const int64_t n = k.per_row[static_cast<size_t>(t)];
     if (rule == KRule::kSameOverValidRows && n == 0) continue;  // padding
     if (first < 0) {
       first = t;
       continue;
     }
-    if (n != r.slot_count(first))
+    const int64_t expected = k.per_row[static_cast<size_t>(first)];
+    if (n != expected)
       throw RejectError("shape", who + ": routing_map: every " +
                                      (rule == KRule::kSameOverValidRows ? "row that is not padding" : "row") +
                                      " must route to the same number of experts; row " + std::to_string(t) + " has " +
                                      std::to_string(n) + ", row " + std::to_string(first) + " has " +
-                                     std::to_string(r.slot_count(first)));
+                                     std::to_string(expected));
   }
 }
 
@@ -162,11 +190,11 @@ int64_t check_data(const std::string& who, const Tensor& t, const std::string& n
   return t.dim(1);
 }
 
-void check_probs(const std::string& who, const Tensor& probs, const Routing& r) {
+void check_probs(const std::string& who, const Tensor& probs, const Counts& k) {
   if (probs.dtype() != DType::kFP32)
     throw RejectError("dtype", who + ": probs must be fp32; got " + std::string(dtype_name(probs.dtype())));
-  if (probs.shape() != Shape{r.tokens, r.experts})
-    throw RejectError("shape", who + ": probs must have routing_map's shape " + shape_string({r.tokens, r.experts}) +
+  if (probs.shape() != Shape{k.tokens, k.experts})
+    throw RejectError("shape", who + ": probs must have routing_map's shape " + shape_string({k.tokens, k.experts}) +
                                    "; got " + dims(probs));
 }
 
@@ -187,7 +215,7 @@ Case cut(const Case& c, const Cut& k) {
   Tensor map(DType::kBool, {k.n, E});
   for (int64_t i = 0; i < k.n; ++i) {
     const int64_t t = k.r0 + i;
-    const std::vector<int64_t>& s = r.slots[static_cast<size_t>(t)];
+    const Routing::Run s = r.slots(t);
     for (int64_t j = 0; j < E; ++j) {
       const auto it = std::lower_bound(s.begin(), s.end(), experts[static_cast<size_t>(j)]);
       if (it == s.end() || *it != experts[static_cast<size_t>(j)]) continue;
@@ -260,9 +288,9 @@ std::vector<Case> shrink_shape(const Case& c) {
     add(tokens_cut(0, T / 2));
     add(tokens_cut(T / 2, T - T / 2));
   }
-  std::vector<int64_t> used;
-  for (int64_t e = 0; e < r->experts; ++e)
-    if (r->count[static_cast<size_t>(e)] > 0) used.push_back(e);
+  std::vector<int64_t> used = r->expert_of_slot;  // the experts in use, ascending
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
   if (!used.empty() && static_cast<int64_t>(used.size()) < r->experts) {
     Cut k = tokens_cut(0, T);
     k.experts = used;
@@ -414,11 +442,11 @@ void make_order_sensitive(Case& c, const std::string& name, const Routing& r, DT
                              std::ldexp(1.0 + static_cast<double>((v >> 3) & 127) / 128.0,
                                         kSmallMaxExp - static_cast<int>(v % kSmallExps));
         const double value = j == a ? big : j == b ? -big : small;
-        x.set_bits(r.positions[static_cast<size_t>(t)][static_cast<size_t>(j)] * H + h, from_double(dt, value));
+        x.set_bits(r.positions(t)[static_cast<size_t>(j)] * H + h, from_double(dt, value));
       }
     }
     if (probs) {
-      const std::vector<int64_t>& s = r.slots[static_cast<size_t>(t)];
+      const Routing::Run s = r.slots(t);
       probs->set_bits(t * r.experts + s[static_cast<size_t>(b)], probs->bits(t * r.experts + s[static_cast<size_t>(a)]));
     }
   }
@@ -444,7 +472,7 @@ bool slot_spread(const Case& c, const Routing& r) {
     if (r.slot_count(t) < 2) continue;
     for (int64_t h = 0; h < H; ++h) {
       int lo = INT32_MAX, hi = INT32_MIN;
-      for (int64_t p : r.positions[static_cast<size_t>(t)]) {
+      for (int64_t p : r.positions(t)) {
         const double v = x->f64(p * H + h);
         if (!std::isfinite(v) || v == 0) continue;
         lo = std::min(lo, std::ilogb(v));

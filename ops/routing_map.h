@@ -28,29 +28,60 @@ KRule k_rule(const ContractInfo& contract);
 
 // The structure of a bool [T, E] routing map M.
 struct Routing {
+  // A token's run of slots (its experts, or their positions) in Routing's flat arrays.
+  struct Run {
+    const int64_t* first = nullptr;
+    const int64_t* last = nullptr;
+    const int64_t* begin() const { return first; }
+    const int64_t* end() const { return last; }
+    size_t size() const { return static_cast<size_t>(last - first); }
+    bool empty() const { return first == last; }
+    int64_t operator[](size_t j) const { return first[j]; }
+  };
+
   int64_t tokens = 0, experts = 0;
-  // Per token, its experts in ascending id: slot j is the j-th smallest (OP-2's reverse map).
-  std::vector<std::vector<int64_t>> slots;
-  // Per token, pos(t, slots[t][j]) for each slot j: ascending in j.
-  std::vector<std::vector<int64_t>> positions;
-  std::vector<int64_t> count;   // per expert: tokens routed to it
-  std::vector<int64_t> offset;  // per expert: off[e] = sum of count(e') for e' < e
   std::vector<int64_t> token_of_row;  // per permuted row (expert-major): its token
 
+  // Token t's experts in ascending id: slot j is the j-th smallest (OP-2's reverse map).
+  Run slots(int64_t t) const { return run(expert_of_slot, t); }
+  // pos(t, slots(t)[j]) for each slot j of token t: ascending in j.
+  Run positions(int64_t t) const { return run(position_of_slot, t); }
   int64_t rows() const { return static_cast<int64_t>(token_of_row.size()); }  // N, the true entries
-  int64_t slot_count(int64_t t) const { return static_cast<int64_t>(slots[static_cast<size_t>(t)].size()); }
+  int64_t slot_count(int64_t t) const { return first_slot[static_cast<size_t>(t) + 1] - first_slot[static_cast<size_t>(t)]; }
   // pos(t, e), or -1 when M[t, e] is false.
   int64_t position(int64_t t, int64_t e) const;
+
+  // Flat, in token order (CSR): token t's slots are [first_slot[t], first_slot[t + 1]).
+  std::vector<int64_t> first_slot;        // [T + 1]
+  std::vector<int64_t> expert_of_slot;    // [N]
+  std::vector<int64_t> position_of_slot;  // [N]
+
+ private:
+  Run run(const std::vector<int64_t>& of_slot, int64_t t) const {
+    const int64_t* base = of_slot.data();
+    return {base + first_slot[static_cast<size_t>(t)], base + first_slot[static_cast<size_t>(t) + 1]};
+  }
 };
 
 // The routing map of a case; RejectError naming routing_map when it is absent, not bool or not
 // of rank 2 (`who` starts the message: "unpermute").
 Routing read(const std::string& who, const Tensor* map);
+
+// What the input checks read of a routing map: its dimensions and each row's true entries, without
+// the positions (validate runs for every side of a case and for each draw the generator aims at
+// accepted inputs, so it reads the map more often than any backend).
+struct Counts {
+  int64_t tokens = 0, experts = 0;
+  int64_t entries = 0;            // N, the true entries
+  std::vector<int64_t> per_row;   // per token: its true entries
+};
+// The same checks and messages as read().
+Counts read_counts(const std::string& who, const Tensor* map);
 // The same, or nothing when the map cannot be read (classes and cuts of malformed cases).
 std::optional<Routing> try_read(const Case& c);
 
 // The contract's rule on the experts per row (k_rule); RejectError("shape") naming routing_map.
-void check_counts(const std::string& who, const Routing& routing, const ContractInfo& contract);
+void check_counts(const std::string& who, const Counts& counts, const ContractInfo& contract);
 
 // The case's input `name`; RejectError("shape") naming it when absent.
 const Tensor& required(const std::string& who, const Case& c, const std::string& name);
@@ -59,7 +90,7 @@ const Tensor& required(const std::string& who, const Case& c, const std::string&
 int64_t check_data(const std::string& who, const Tensor& t, const std::string& name, int64_t rows,
                    const std::string& rows_meaning);
 // probs [T, E] fp32, the routing map's shape.
-void check_probs(const std::string& who, const Tensor& probs, const Routing& routing);
+void check_probs(const std::string& who, const Tensor& probs, const Counts& counts);
 
 // --- cuts: fewer tokens, experts, slots or columns -----------------------------------------------
 

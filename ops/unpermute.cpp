@@ -32,22 +32,22 @@ OutputMetas validate(const Case& c, const ContractInfo& contract) {
   const Tensor* probs = c.input("probs");
   if (c.direction == Direction::kForward) {
     const Tensor& permuted = rm::required(who, c, "permuted");
-    const rm::Routing r = rm::read(who, c.input("routing_map"));
-    rm::check_counts(who, r, contract);
-    const int64_t H = rm::check_data(who, permuted, "permuted", r.rows(), "N = the true entries of routing_map");
-    if (probs) rm::check_probs(who, *probs, r);
-    return {{"out", {{r.tokens, H}, permuted.dtype()}}};
+    const rm::Counts m = rm::read_counts(who, c.input("routing_map"));
+    rm::check_counts(who, m, contract);
+    const int64_t H = rm::check_data(who, permuted, "permuted", m.entries, "N = the true entries of routing_map");
+    if (probs) rm::check_probs(who, *probs, m);
+    return {{"out", {{m.tokens, H}, permuted.dtype()}}};
   }
   const Tensor& d_out = rm::required(who, c, "d_out");
-  const rm::Routing r = rm::read(who, c.input("routing_map"));
-  const int64_t H = rm::check_data(who, d_out, "d_out", r.tokens, "T = routing_map's rows");
-  rm::check_counts(who, r, contract);
-  if (probs) rm::check_probs(who, *probs, r);
+  const rm::Counts m = rm::read_counts(who, c.input("routing_map"));
+  const int64_t H = rm::check_data(who, d_out, "d_out", m.tokens, "T = routing_map's rows");
+  rm::check_counts(who, m, contract);
+  if (probs) rm::check_probs(who, *probs, m);
   const Tensor* permuted = c.input("permuted");
   if (probs && !permuted)
     throw RejectError("shape", who + ": permuted is required in the backward when probs is given (d_probs reads it)");
   if (permuted) {
-    rm::check_data(who, *permuted, "permuted", r.rows(), "N = the true entries of routing_map");
+    rm::check_data(who, *permuted, "permuted", m.entries, "N = the true entries of routing_map");
     if (permuted->dim(1) != H)
       throw RejectError("shape", who + ": permuted must have d_out's width H = " + std::to_string(H) + "; got " +
                                      shape_string(permuted->shape()));
@@ -55,8 +55,8 @@ OutputMetas validate(const Case& c, const ContractInfo& contract) {
       throw RejectError("dtype", who + ": permuted must have d_out's dtype " + std::string(dtype_name(d_out.dtype())) +
                                      " (out has permuted's dtype); got " + std::string(dtype_name(permuted->dtype())));
   }
-  OutputMetas metas = {{"d_permuted", {{r.rows(), H}, d_out.dtype()}}};
-  if (probs) metas["d_probs"] = {{r.tokens, r.experts}, DType::kFP32};
+  OutputMetas metas = {{"d_permuted", {{m.entries, H}, d_out.dtype()}}};
+  if (probs) metas["d_probs"] = {{m.tokens, m.experts}, DType::kFP32};
   return metas;
 }
 
@@ -194,11 +194,11 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
     const int64_t H = permuted.dim(1);
     std::vector<double>& out = truth["out"];
     for (int64_t t = 0; t < r.tokens; ++t) {
-      const std::vector<int64_t>& s = r.slots[static_cast<size_t>(t)];
+      const rm::Routing::Run s = r.slots(t);
       MpMatrix terms(static_cast<Eigen::Index>(s.size()), H);
       for (size_t j = 0; j < s.size(); ++j)
         terms.row(static_cast<Eigen::Index>(j)) =
-            exact_row(permuted, r.positions[static_cast<size_t>(t)][j]) * mpfr::mpreal(prob(probs, r, t, s[j]), kExactBits);
+            exact_row(permuted, r.positions(t)[j]) * mpfr::mpreal(prob(probs, r, t, s[j]), kExactBits);
       for (int64_t h = 0; h < H; ++h) out.push_back(s.empty() ? 0.0 : terms.col(h).sum().toDouble());
     }
     return truth;
@@ -208,9 +208,9 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
   std::vector<double>& d_permuted = truth["d_permuted"];
   d_permuted.assign(static_cast<size_t>(r.rows() * H), 0.0);
   for (int64_t t = 0; t < r.tokens; ++t)
-    for (size_t j = 0; j < r.slots[static_cast<size_t>(t)].size(); ++j) {
-      const int64_t p = r.positions[static_cast<size_t>(t)][j];
-      const double w = prob(probs, r, t, r.slots[static_cast<size_t>(t)][j]);
+    for (size_t j = 0; j < r.slots(t).size(); ++j) {
+      const int64_t p = r.positions(t)[j];
+      const double w = prob(probs, r, t, r.slots(t)[j]);
       for (int64_t h = 0; h < H; ++h) d_permuted[static_cast<size_t>(p * H + h)] = d_out.f64(t * H + h) * w;  // exact: 24 x 24 bits
     }
   if (!probs) return truth;
@@ -220,9 +220,9 @@ std::map<std::string, std::vector<double>> oracle(const Case& c) {
   d_probs.assign(static_cast<size_t>(r.tokens * r.experts), 0.0);
   for (int64_t t = 0; t < r.tokens; ++t) {
     const MpRow g = exact_row(d_out, t);
-    for (size_t j = 0; j < r.slots[static_cast<size_t>(t)].size(); ++j) {
-      const MpRow z = exact_row(permuted, r.positions[static_cast<size_t>(t)][j]);
-      d_probs[static_cast<size_t>(t * r.experts + r.slots[static_cast<size_t>(t)][j])] =
+    for (size_t j = 0; j < r.slots(t).size(); ++j) {
+      const MpRow z = exact_row(permuted, r.positions(t)[j]);
+      d_probs[static_cast<size_t>(t * r.experts + r.slots(t)[j])] =
           H == 0 ? 0.0 : g.cwiseProduct(z).sum().toDouble();
     }
   }

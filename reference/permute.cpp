@@ -40,7 +40,7 @@ TensorMap permute_backward(const Case& c, Order order) {
   Tensor d_tokens(dt, {r.tokens, H});
   std::vector<float> x;
   for (int64_t t = 0; t < r.tokens; ++t) {
-    const std::vector<int64_t>& pos = r.positions[static_cast<size_t>(t)];
+    const rm::Routing::Run pos = r.positions(t);
     x.resize(pos.size());
     for (int64_t h = 0; h < H; ++h) {
       for (size_t j = 0; j < pos.size(); ++j) x[j] = dp.f32(pos[j] * H + h);

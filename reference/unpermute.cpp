@@ -28,8 +28,8 @@ TensorMap unpermute_forward(const Case& c, Order order) {
   Tensor out(dt, {r.tokens, H});
   std::vector<float> x;
   for (int64_t t = 0; t < r.tokens; ++t) {
-    const std::vector<int64_t>& pos = r.positions[static_cast<size_t>(t)];
-    const std::vector<int64_t>& experts = r.slots[static_cast<size_t>(t)];
+    const rm::Routing::Run pos = r.positions(t);
+    const rm::Routing::Run experts = r.slots(t);
     x.resize(pos.size());
     for (int64_t h = 0; h < H; ++h) {
       for (size_t j = 0; j < pos.size(); ++j) {
@@ -58,9 +58,9 @@ TensorMap unpermute_backward(const Case& c) {
   const int64_t H = d_out.dim(1), N = r.rows();
   Tensor d_permuted(dt, {N, H});
   for (int64_t t = 0; t < r.tokens; ++t)
-    for (size_t j = 0; j < r.positions[static_cast<size_t>(t)].size(); ++j) {
-      const int64_t p = r.positions[static_cast<size_t>(t)][j];
-      const float w = probs ? probs->f32(t * r.experts + r.slots[static_cast<size_t>(t)][j]) : 1.0f;
+    for (size_t j = 0; j < r.positions(t).size(); ++j) {
+      const int64_t p = r.positions(t)[j];
+      const float w = probs ? probs->f32(t * r.experts + r.slots(t)[j]) : 1.0f;
       for (int64_t h = 0; h < H; ++h) {
         const float g = 0.0f + d_out.f32(t * H + h);  // the embedding backward's accumulation
         d_permuted.set_f32(p * H + h, canonical(probs ? g * w : g));
@@ -73,11 +73,11 @@ TensorMap unpermute_backward(const Case& c) {
   Tensor d_probs(DType::kFP32, {r.tokens, r.experts});  // +0 off the map
   std::vector<float> products(static_cast<size_t>(H));
   for (int64_t t = 0; t < r.tokens; ++t)
-    for (size_t j = 0; j < r.positions[static_cast<size_t>(t)].size(); ++j) {
-      const int64_t p = r.positions[static_cast<size_t>(t)][j];
+    for (size_t j = 0; j < r.positions(t).size(); ++j) {
+      const int64_t p = r.positions(t)[j];
       for (int64_t h = 0; h < H; ++h) products[static_cast<size_t>(h)] = d_out.f32(t * H + h) * permuted.f32(p * H + h);
       const float sum = H == 1 ? products[0] : torch_row_sum(products, N);
-      d_probs.set_f32(t * r.experts + r.slots[static_cast<size_t>(t)][j], canonical(sum));
+      d_probs.set_f32(t * r.experts + r.slots(t)[j], canonical(sum));
     }
   canonicalize_nans(d_probs);
   return {{"d_permuted", d_permuted}, {"d_probs", d_probs}};

@@ -237,7 +237,7 @@ TEST_P(Implementation, BackwardWithinTheRoundingBoundOfTheExactValues) {
       //    under 2^-126): 2 k 2^-126 more.
       const double udt = output_roundoff(dt);
       for (int64_t t = 0; t < r.tokens; ++t) {
-        const auto& pos = r.positions[static_cast<size_t>(t)];
+        const auto& pos = r.positions(t);
         const int64_t k = static_cast<int64_t>(pos.size());
         for (int64_t h = 0; h < H; ++h) {
           double S = 0;
@@ -267,8 +267,8 @@ TEST_P(Implementation, BackwardWithinTheRoundingBoundOfTheExactValues) {
       //   |got - exact| <= (u32 + u_dt + u32 u_dt) |exact| + eta32 (1 + u_dt) + eta_dt; 0 for a copy.
       const Tensor& got = outcome.outputs->at("d_permuted");
       for (int64_t t = 0; t < r.tokens; ++t)
-        for (size_t j = 0; j < r.slots[static_cast<size_t>(t)].size(); ++j) {
-          const int64_t p = r.positions[static_cast<size_t>(t)][j], e = r.slots[static_cast<size_t>(t)][j];
+        for (size_t j = 0; j < r.slots(t).size(); ++j) {
+          const int64_t p = r.positions(t)[j], e = r.slots(t)[j];
           const bool finite_p = !probs || std::isfinite(probs->f64(t * r.experts + e));
           for (int64_t h = 0; h < H; ++h) {
             if (!finite_p || !std::isfinite(d_out.f64(t * H + h))) {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,55 @@ Slots slots_of(const Tensor& map) {
     for (int64_t e : s.experts[static_cast<size_t>(t)])
       s.rows[static_cast<size_t>(t)].push_back(s.offset[static_cast<size_t>(e)] + seen[static_cast<size_t>(e)]++);
   return s;
+}
+
+// routing_map::read against slots_of on random maps, small and wide: read counts the experts in an
+// array where they are few and sorts the entries where experts far outnumber them (E >> T), and both
+// must give every slot its expert-major position; read_counts (what validate reads) must give the
+// same rows and entries.
+TEST(RoutingMap, ReadGivesEverySlotItsPositionWhetherItCountsOrSortsTheExperts) {
+  std::mt19937_64 random(20261206);
+  int counted = 0, sorted = 0;
+  for (int round = 0; round < 400; ++round) {
+    const bool wide = round % 2 == 1;
+    // Up to 40 tokens of up to 6 experts: enough entries that an unstable sort would reorder them.
+    const int64_t T = static_cast<int64_t>(random() % (round % 4 < 2 ? 7 : 41));
+    const int64_t E = wide ? 4200 + static_cast<int64_t>(random() % 3000) : 1 + static_cast<int64_t>(random() % 12);
+    Tensor map(DType::kBool, {T, E});
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t k = static_cast<int64_t>(random() % static_cast<uint64_t>(std::min<int64_t>(E, 6) + 1));
+      for (int64_t j = 0; j < k; ++j) map.set_bits(t * E + static_cast<int64_t>(random() % static_cast<uint64_t>(E)), 1);
+    }
+    const Slots want = slots_of(map);
+    const routing_map::Routing got = routing_map::read("permute", &map);
+    const routing_map::Counts counts = routing_map::read_counts("permute", &map);
+    int64_t n = 0;
+    for (const auto& e : want.experts) n += static_cast<int64_t>(e.size());
+    (E <= n + 4096 ? counted : sorted) += 1;
+    ASSERT_EQ(got.tokens, T);
+    ASSERT_EQ(got.rows(), n);
+    ASSERT_EQ(counts.entries, n);
+    ASSERT_EQ(counts.tokens, T);
+    ASSERT_EQ(counts.experts, E);
+    std::vector<int64_t> token_of_row(static_cast<size_t>(n), -1);
+    for (int64_t t = 0; t < T; ++t) {
+      const auto& experts = want.experts[static_cast<size_t>(t)];
+      const auto& rows = want.rows[static_cast<size_t>(t)];
+      ASSERT_EQ(got.slot_count(t), static_cast<int64_t>(experts.size())) << "token " << t;
+      ASSERT_EQ(counts.per_row[static_cast<size_t>(t)], static_cast<int64_t>(experts.size())) << "token " << t;
+      EXPECT_EQ(std::vector<int64_t>(got.slots(t).begin(), got.slots(t).end()), experts) << "token " << t << ", E " << E;
+      EXPECT_EQ(std::vector<int64_t>(got.positions(t).begin(), got.positions(t).end()), rows) << "token " << t << ", E " << E;
+      for (size_t j = 0; j < experts.size(); ++j) {
+        EXPECT_EQ(got.position(t, experts[j]), rows[j]);
+        token_of_row[static_cast<size_t>(rows[j])] = t;
+      }
+      const int64_t absent = static_cast<int64_t>(random() % static_cast<uint64_t>(E));
+      if (std::find(experts.begin(), experts.end(), absent) == experts.end()) EXPECT_EQ(got.position(t, absent), -1);
+    }
+    EXPECT_EQ(got.token_of_row, token_of_row) << "E " << E;
+  }
+  EXPECT_GT(counted, 100);
+  EXPECT_GT(sorted, 100);
 }
 
 // Whether every order of summing x gives the same result in a p-bit accumulator: a NaN makes any
