@@ -19,9 +19,6 @@ namespace {
 
 constexpr const char* kMap = "routing_map";
 constexpr const char* kProbs = "probs";
-// read() counts the experts in an array where they are at most the entries plus this many, and
-// sorts the entries where experts are more (a map of 2 tokens and 150,000 experts).
-constexpr size_t kCountedExperts = 4096;
 // The inputs of the two ops by how they are indexed.
 const char* const kTokenRowInputs[] = {"tokens", "d_out"};        // [T, H]
 const char* const kSlotRowInputs[] = {"permuted", "d_permuted"};  // [N, H], expert-major
@@ -104,26 +101,29 @@ Counts read_counts(const std::string& who, const Tensor* map) {
 }
 
 Routing read(const std::string& who, const Tensor* map) {
-  check_map(who, map);
-  Routing r;
-  r.tokens = map->dim(0);
-  r.experts = map->dim(1);
   // A case reads its map in each reference side and in its classes, so this allocates a few flat
   // arrays and nothing per token or (where experts outnumber the entries) per expert.
-  const auto* m = static_cast<const uint8_t*>(map->data());  // bool is one byte an element
+  const Counts k = read_counts(who, map);
+  Routing r;
+  r.tokens = k.tokens;
+  r.experts = k.experts;
   r.first_slot.assign(static_cast<size_t>(r.tokens) + 1, 0);
+  for (int64_t t = 0; t < r.tokens; ++t)
+    r.first_slot[static_cast<size_t>(t) + 1] = r.first_slot[static_cast<size_t>(t)] + k.per_row[static_cast<size_t>(t)];
+  r.expert_of_slot.resize(static_cast<size_t>(k.entries));
+  const auto* m = static_cast<const uint8_t*>(map->data());  // bool is one byte an element
+  size_t slot = 0;
   for (int64_t t = 0; t < r.tokens; ++t) {
     const uint8_t* row = m + t * r.experts;
     for (int64_t e = 0; e < r.experts; ++e)
-      if (row[e] != 0) r.expert_of_slot.push_back(e);
-    r.first_slot[static_cast<size_t>(t) + 1] = static_cast<int64_t>(r.expert_of_slot.size());
+      if (row[e] != 0) r.expert_of_slot[slot++] = e;
   }
   const size_t n = r.expert_of_slot.size();
   r.position_of_slot.resize(n);
   r.token_of_row.resize(n);
   // pos(t, e) = off[e] + #{t' < t : M[t', e]}: tokens in ascending order fill each expert's block,
   // i.e. a slot's position is its rank when the slots, in token order, are sorted stably by expert.
-  if (static_cast<size_t>(r.experts) <= n + kCountedExperts) {
+  if (r.experts <= static_cast<int64_t>(n) + kCountedExperts) {
     std::vector<int64_t> next(static_cast<size_t>(r.experts), 0);  // counts, then each expert's next row
     for (const int64_t e : r.expert_of_slot) ++next[static_cast<size_t>(e)];
     int64_t off = 0;

@@ -27,8 +27,13 @@ enum class KRule {
 KRule k_rule(const ContractInfo& contract);
 
 // The structure of a bool [T, E] routing map M.
+// read() counts the experts in an array where they are at most the entries plus this many, and
+// sorts the entries where experts are more (a map of 2 tokens and 150,000 experts).
+inline constexpr int64_t kCountedExperts = 4096;
+
 struct Routing {
-  // A token's run of slots (its experts, or their positions) in Routing's flat arrays.
+  // A token's run of slots (its experts, or their positions) in Routing's flat arrays: valid while
+  // the Routing it came from lives unchanged (a copy of the Routing does not carry it over).
   struct Run {
     const int64_t* first = nullptr;
     const int64_t* last = nullptr;

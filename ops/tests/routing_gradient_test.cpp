@@ -237,7 +237,7 @@ TEST_P(Implementation, BackwardWithinTheRoundingBoundOfTheExactValues) {
       //    under 2^-126): 2 k 2^-126 more.
       const double udt = output_roundoff(dt);
       for (int64_t t = 0; t < r.tokens; ++t) {
-        const auto& pos = r.positions(t);
+        const auto pos = r.positions(t);
         const int64_t k = static_cast<int64_t>(pos.size());
         for (int64_t h = 0; h < H; ++h) {
           double S = 0;
