@@ -454,14 +454,16 @@ double ulp32(double v) {
 // How far the contract's R of one expert can lie from its exact value: S rounds to dL (half an
 // ulp of dL), after libdevice's fp32 score (within a few fp32 ulps: 4 taken); R = S ⊕ bias rounds
 // once more (half an fp32 ulp of R). Whole ulps are taken, so the bound is generous. Below fp32's
-// normal range the score has no relative accuracy: sigmoid's result, or sqrt_softplus's softplus
-// (S squared: log1pf(expf(x)) is 0 for x below about -104), may come out anywhere in [0, 2^-126],
-// so S anywhere in [0, 2^-126], or [0, 2^-63] for sqrt_softplus (two such logits tie at 0 and the
-// lower index wins, whatever their exact order).
+// normal range the score has no relative accuracy, only an absolute one: sigmoid's result, or
+// sqrt_softplus's softplus (S squared), underflows gradually (within a few 2^-149 of the exact
+// value) and is 0 below x = -88.72 (sigmoid) or -103.97 (softplus), where the exact value is under
+// 2^-128 or 2^-150. So S lies within 2^-126 of the exact score where that is below 2^-126
+// (sigmoid), and within sqrt(2^-149) < 2^-73 where it is below 2^-63 (sqrt_softplus): two logits
+// below -104 tie at 0 and the lower index wins, whatever their exact order.
 double r_error(DType dl, bool sqrt_softplus, double s_exact, double r_exact) {
   const double u = ulp32(s_exact);
-  const double floor = sqrt_softplus ? 0x1p-63 : 0x1p-126;
-  return (dl == DType::kBF16 ? std::ldexp(u, 16) : u) + 4 * u + ulp32(r_exact) + (s_exact < floor ? floor : 0.0);
+  const double below = sqrt_softplus ? 0x1p-63 : 0x1p-126, floor = sqrt_softplus ? 0x1p-73 : 0x1p-126;
+  return (dl == DType::kBF16 ? std::ldexp(u, 16) : u) + 4 * u + ulp32(r_exact) + (s_exact < below ? floor : 0.0);
 }
 
 class OracleSelection : public testing::TestWithParam<Target> {};
@@ -479,7 +481,7 @@ TEST_P(OracleSelection, RoutingMapIsTheOraclesWhereTheBoundaryIsNotNearATie) {
     const Router r = router(c);
     const Tensor& logits = *c.input("logits");
     const Tensor* bias = c.input("bias");
-    const bool sqrt_softplus = c.attrs.count("score") && std::get<std::string>(c.attrs.at("score")) == "sqrt_softplus";
+    const bool sqrt_softplus = r.sqrt_softplus;
     int64_t checked = 0, near = 0;
     for (int64_t t = 0; t < r.T; ++t) {
       // Exact S and R, ranked; the row is checked when the k-th and (k+1)-th are finite and apart.
@@ -580,7 +582,7 @@ TEST_P(GatherPath, ScatterOntoZeroTurnsMinusZeroPositiveAndChangesNothingElse) {
     // Where the contract's slot gradient is -0 for certain: k = 1 (dG = dP, times a positive
     // scaling), d_probs -0 at the selected expert of a finite logit. The topk path then gives -0,
     // the gather path +0. Except where sqrt_softplus's fp32 softplus underflows to 0 (logits below
-    // about -103): there SqrtBackward's dS / (2 s) is 0 / 0, NaN on both paths, as in PyTorch.
+    // about -104): there SqrtBackward's dS / (2 s) is 0 / 0, NaN on both paths, as in PyTorch.
     const Router r = router(c);
     const Tensor& idx = *c.input("topk_idx");
     const Tensor& d_probs = *c.input("d_probs");

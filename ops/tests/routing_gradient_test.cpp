@@ -517,16 +517,22 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
         //   m_i = (-dP_i) ((G_i / D) / D): |dm| <= |m_i| (3 u32 + dPrel + dGrel + 2 dDrel)
         //   dD = rule-7 sum of the k m_i:  + gamma_{k-1}(u32) sum |m_i|
         //   dG = a + dD (fp32: u32 |a + dD|); bf16: bf(bf(a) + bf(dD)), u_bf |a| + u_bf |dD| + u_bf |a + dD|.
+        // Below the normal range a rounding's error is absolute, half the format's least subnormal
+        // (fp32 2^-150, bf16 2^-134), not relative: k == 1, the scaled dP's fp32 product and (bf16
+        // logits) its bf16 rounding (a d_probs of one bf16 subnormal unit times 2.5 gives 2 units);
+        // k > 1, the products and sums of a and dD (2k + 2 fp32 roundings) and bf16's three.
+        const double eta_dl = dl == DType::kBF16 ? 0x1p-134 : 0.0;
         double abs_dG, err_dG;
         if (k == 1) {
           abs_dG = std::fabs(dP[0]);
-          err_dG = dPrel * abs_dG;
+          err_dG = dPrel * abs_dG + (scaled ? kEta32 + eta_dl : 0.0);
         } else {
           const double a = std::fabs(dP[static_cast<size_t>(j)]) / D;
           const double sum_err = gamma(k - 1, kU32) * sum_abs_m;
           const double dD_err = sum_abs_m * (3 * kU32 + dPrel + dGrel + 2 * dDrel) + sum_err;
           abs_dG = a + sum_abs_m;
-          err_dG = a * (dPrel + dDrel + kU32) + dD_err + (dl == DType::kBF16 ? 2 * udl : kU32) * (abs_dG + dD_err);
+          err_dG = a * (dPrel + dDrel + kU32) + dD_err + (dl == DType::kBF16 ? 2 * udl : kU32) * (abs_dG + dD_err) +
+                   static_cast<double>(2 * k + 2) * kEta32 + 3 * eta_dl;
         }
         // d_logits = dG S'(x). sigmoid: (dS (1 - y)) y with the fp32 y: S' = y (1 - y), and
         //   |dS'| <= eY y (1 - y) + eY y^2 + 3 u32 y (1 - y) (y's error through both factors, 1 - y's
@@ -553,9 +559,20 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
           continue;
         }
         const double before = err_dG * (Sp + err_Sp) + abs_dG * err_Sp;
-        // fp32 logits: the scatter onto zeros (B5, RED.ADD.F32.FTZ) flushes a subnormal dG to zero,
-        // which loses all of it: the whole product where |dG| may be below 2^-126.
-        const double flushed = dl == DType::kFP32 && abs_dG + err_dG < 0x1p-126 ? (abs_dG + err_dG) * (Sp + err_Sp) : 0.0;
+        // fp32 logits on the gather path (a bias): the scatter onto zeros (B5, RED.ADD.F32.FTZ)
+        // flushes a subnormal dG to zero, which loses all of it. abs_dG bounds |dG| from above (k > 1:
+        // a + sum |m_i|, where a and dD may cancel), so the exact signed dG decides: wherever the
+        // contract's dG may lie below 2^-126, the whole product may be lost.
+        double dG_exact = dP[0];
+        if (k > 1) {
+          double dD = 0;
+          for (int64_t i = 0; i < k; ++i)
+            dD -= dP[static_cast<size_t>(i)] * exact_score(sigmoid, x[static_cast<size_t>(i)]) / (D * D);
+          dG_exact = dP[static_cast<size_t>(j)] / D + dD;
+        }
+        const double flushed = dl == DType::kFP32 && bias && std::fabs(dG_exact) - err_dG < 0x1p-126
+                                   ? std::min(std::fabs(dG_exact) + err_dG, 0x1p-126) * (Sp + err_Sp)
+                                   : 0.0;
         const double bound = before + (dl == DType::kBF16 ? udl : 0.0) * (abs_dG * Sp + before) +
                              (dl == DType::kBF16 ? 0x1p-134 : 0.0) + 4 * kEta32 + flushed;
         const double mag = k == 1 ? sum_abs_dP * (1 + exact_score(sigmoid, xs)) : sum_abs_dP;
