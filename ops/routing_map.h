@@ -26,11 +26,11 @@ enum class KRule {
 };
 KRule k_rule(const ContractInfo& contract);
 
-// The structure of a bool [T, E] routing map M.
 // read() counts the experts in an array where they are at most the entries plus this many, and
 // sorts the entries where experts are more (a map of 2 tokens and 150,000 experts).
 inline constexpr int64_t kCountedExperts = 4096;
 
+// The structure of a bool [T, E] routing map M.
 struct Routing {
   // A token's run of slots (its experts, or their positions) in Routing's flat arrays: valid while
   // the Routing it came from lives unchanged (a copy of the Routing does not carry it over).
@@ -71,6 +71,8 @@ struct Routing {
 // The routing map of a case; RejectError naming routing_map when it is absent, not bool or not
 // of rank 2 (`who` starts the message: "unpermute").
 Routing read(const std::string& who, const Tensor* map);
+// The same, or nothing when the map cannot be read (classes and cuts of malformed cases).
+std::optional<Routing> try_read(const Case& c);
 
 // What the input checks read of a routing map: its dimensions and each row's true entries, without
 // the positions (validate runs for every side of a case and for each draw the generator aims at
@@ -82,8 +84,6 @@ struct Counts {
 };
 // The same checks and messages as read().
 Counts read_counts(const std::string& who, const Tensor* map);
-// The same, or nothing when the map cannot be read (classes and cuts of malformed cases).
-std::optional<Routing> try_read(const Case& c);
 
 // The contract's rule on the experts per row (k_rule); RejectError("shape") naming routing_map.
 void check_counts(const std::string& who, const Counts& counts, const ContractInfo& contract);
