@@ -520,7 +520,8 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
         // Below the normal range a rounding's error is absolute, half the format's least subnormal
         // (fp32 2^-150, bf16 2^-134), not relative: k == 1, the scaled dP's fp32 product and (bf16
         // logits) its bf16 rounding (a d_probs of one bf16 subnormal unit times 2.5 gives 2 units);
-        // k > 1, the products and sums of a and dD (2k + 2 fp32 roundings) and bf16's three.
+        // k > 1, the fp32 roundings of a's dP and quotient (2), each m_i's dP, quotients and product
+        // (4 k), dD's sum (k - 1) and a + dD (1), and bf16's three.
         const double eta_dl = dl == DType::kBF16 ? 0x1p-134 : 0.0;
         double abs_dG, err_dG;
         if (k == 1) {
@@ -532,7 +533,7 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
           const double dD_err = sum_abs_m * (3 * kU32 + dPrel + dGrel + 2 * dDrel) + sum_err;
           abs_dG = a + sum_abs_m;
           err_dG = a * (dPrel + dDrel + kU32) + dD_err + (dl == DType::kBF16 ? 2 * udl : kU32) * (abs_dG + dD_err) +
-                   static_cast<double>(2 * k + 2) * kEta32 + 3 * eta_dl;
+                   static_cast<double>(5 * k + 2) * kEta32 + 3 * eta_dl;
         }
         // d_logits = dG S'(x). sigmoid: (dS (1 - y)) y with the fp32 y: S' = y (1 - y), and
         //   |dS'| <= eY y (1 - y) + eY y^2 + 3 u32 y (1 - y) (y's error through both factors, 1 - y's
