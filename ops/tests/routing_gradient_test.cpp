@@ -594,8 +594,9 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
         }
       }
       // Off the selection the forward does not depend on the logit: d_logits must be zero. Except
-      // where sqrt_softplus's fp32 softplus underflows to 0 (logits below about -103): there
-      // SqrtBackward's dS / (2 s) is 0 / 0, NaN, in the contract as in PyTorch; skipped.
+      // where sqrt_softplus's softplus is below fp32's normal range (logits below about -87.3),
+      // skipped: below about -104 its fp32 value is 0 and SqrtBackward's dS / (2 s) is 0 / 0, NaN,
+      // in the contract as in PyTorch.
       for (int64_t col = 0; col < E; ++col) {
         if (std::find(e.begin(), e.end(), col) != e.end()) continue;
         if (!sigmoid && std::log1p(std::exp(logits.f64(t * E + col))) < 0x1p-126) {
