@@ -296,6 +296,7 @@ class Campaign {
     std::vector<const BackendPair*> runs;  // into target.pairs, which outlives every result
     std::vector<BackendPair> pairs;
     CaseRunner::Ready ready;
+    CaseRunner::Ready again;  // the second runs of its self pairs, where a second batch ran them
   };
 
   // Any thread.
@@ -320,7 +321,7 @@ class Campaign {
   CaseResult finish(Prepared& p) {
     const Target& target = *p.result.target;
     std::vector<std::optional<DiffResult>> diffs(p.pairs.size());
-    if (p.c) diffs = runner_.run_pairs(*p.c, p.pairs, &p.ready);
+    if (p.c) diffs = runner_.run_pairs(*p.c, p.pairs, &p.ready, &p.again);
     for (size_t i = 0; i < p.runs.size(); ++i) {
       PairOutcome o;
       if (p.c && diffs[i]) o = outcome_of(target, *p.runs[i], *p.c, *diffs[i], p.result.global);
@@ -426,8 +427,9 @@ class Campaign {
   }
 
   // Any thread: unit `key`'s cases generated, with each backend that has a batch path run on them
-  // together (each batch the cases whose pairs name that backend); its outcomes wait in each case's
-  // `ready`. After a stop request no batch runs: the cases that still start run their sides alone.
+  // together (each batch the cases whose pairs name that backend), and again on the cases whose self
+  // pair of it runs (a second batch); its outcomes wait in each case's `ready` and `again`. After a
+  // stop request no batch runs: the cases that still start run their sides alone.
   std::map<int64_t, Prepared> prepare_unit(const UnitKey& key) {
     const auto& [block, target, sub] = key;
     const std::vector<int64_t> all = block_cases_of(block, *target);
@@ -457,6 +459,20 @@ class Campaign {
       std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
       for (size_t k = 0; k < users.size(); ++k)
         for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
+      // The second runs of the backend's self pairs, a batch of their own: the cases the backend
+      // runs twice (every case of an order-of-arrival contract) would otherwise each pay a round
+      // trip alone.
+      std::vector<Prepared*> twice;
+      for (Prepared* p : users)
+        if (std::any_of(p->pairs.begin(), p->pairs.end(),
+                        [&](const BackendPair& q) { return q.twice() && q.a == backend; }))
+          twice.push_back(p);
+      if (twice.empty() || interrupted()) continue;
+      cases.clear();
+      for (const Prepared* p : twice) cases.push_back(&*p->c);
+      ready = runner_.run_batches(cases, {backend});
+      for (size_t k = 0; k < twice.size(); ++k)
+        for (auto& [name, outcome] : ready[k]) twice[k]->again.emplace(name, std::move(outcome));
     }
     std::map<int64_t, Prepared> out;
     for (size_t i = 0; i < locals.size(); ++i) out.emplace(locals[i], std::move(prepared[i]));

@@ -1060,6 +1060,62 @@ TEST_F(CampaignTest, AShardOfOneTargetRunsBatchesOfAtMostN) {
   EXPECT_EQ(batched.findings, alone.findings);
 }
 
+// A self pair's second run goes through the batch path as well, as a second batch: with every case
+// run twice (an explicit self pair), no case runs alone under --batch 4, where under --batch 1 each
+// runs alone twice. A batch path whose every other batch flips a bit is still a nondeterminism
+// finding.
+TEST_F(CampaignTest, ASelfPairsSecondRunIsASecondBatch) {
+  struct Calls {
+    std::atomic<int64_t> alone{0}, batches{0}, batched_cases{0};
+  };
+  const auto calls = std::make_shared<Calls>();
+  const auto flip_every_other_batch = std::make_shared<std::atomic<bool>>(false);
+  Registry r = registry;
+  const Impl exact = *r.impl("toy", "fake_gpu:exact");
+  r.add_impl("toy", "fake_gpu", "exact", [exact, calls](const Case& c, const ContractInfo& info) {
+    ++calls->alone;
+    return exact(c, info);
+  });
+  r.add_batch_impl("toy", "fake_gpu", "exact",
+                   [exact, calls, flip_every_other_batch](const std::vector<const Case*>& cases, const ContractInfo& info) {
+                     const bool flip = *flip_every_other_batch && calls->batches++ % 2 == 1;
+                     calls->batched_cases += static_cast<int64_t>(cases.size());
+                     std::vector<BatchOutcome> out(cases.size());
+                     for (size_t i = 0; i < cases.size(); ++i) {
+                       out[i].outputs = exact(*cases[i], info);
+                       Tensor& y = out[i].outputs.at("y");
+                       if (flip && y.numel() > 0) y.set_bits(0, y.bits(0) ^ 1u);
+                     }
+                     return out;
+                   });
+  CampaignOptions o = options();
+  o.pairs = {{"fake_gpu:exact", "fake_gpu:exact"}};
+  o.jobs = 2;
+  o.batch = 4;
+  const reports::Report batched = without_times(run_campaign(r, o));
+  EXPECT_EQ(cases_of(batched, "fake_gpu:exact", "fake_gpu:exact"), kCases);
+  EXPECT_TRUE(batched.findings.empty()) << reports::text_table(batched);
+  EXPECT_EQ(calls->alone.load(), 0) << "a case ran alone under --batch 4";
+  EXPECT_EQ(calls->batched_cases.load(), 2 * kCases) << "each case's two runs, in batches";
+
+  calls->alone = calls->batched_cases = 0;
+  o.batch = 1;
+  const reports::Report alone = without_times(run_campaign(r, o));
+  EXPECT_EQ(calls->alone.load(), 2 * kCases);
+  EXPECT_EQ(calls->batched_cases.load(), 0);
+  EXPECT_EQ(alone.counts, batched.counts);
+
+  *flip_every_other_batch = true;
+  o.batch = 4;
+  const fs::path dir = fresh_dir("self_pair_batches");
+  o.corpus_dir = dir;
+  const reports::Report flaky = run_campaign(r, o);
+  int nondeterministic = 0;
+  for (const reports::FindingRecord& f : flaky.findings) nondeterministic += f.kind == "nondeterminism";
+  EXPECT_GT(nondeterministic, 0) << reports::text_table(flaky);
+  fs::remove_all(dir);
+}
+
 // A batch path that fails on every batch while every case passes alone (a fault of the batching
 // itself) is reported: the first failure with its reason, and the count at the end. The counts are
 // those of --batch 1, since each case ran again alone.

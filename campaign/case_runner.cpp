@@ -109,7 +109,7 @@ std::vector<CaseRunner::Ready> CaseRunner::run_batches(const std::vector<const C
 }
 
 std::vector<std::optional<DiffResult>> CaseRunner::run_pairs(const Case& c, const std::vector<BackendPair>& pairs,
-                                                             Ready* ready) const {
+                                                             Ready* ready, Ready* again) const {
   std::map<std::string, std::optional<Outcome>> once;  // backend -> its outcome on the case
   if (ready)
     for (auto& [backend, outcome] : *ready) once.emplace(backend, std::move(outcome));
@@ -121,10 +121,16 @@ std::vector<std::optional<DiffResult>> CaseRunner::run_pairs(const Case& c, cons
   std::vector<std::optional<DiffResult>> results;
   for (const BackendPair& pair : pairs) {
     const std::optional<Outcome>& a = side(pair.a);
-    // A self pair runs its backend a second time; every other side runs once per case.
-    std::optional<Outcome> again;
-    if (pair.twice()) again = run_side(pair.b, c);
-    const std::optional<Outcome>& b = pair.twice() ? again : side(pair.b);
+    // A self pair runs its backend a second time (here, unless a second batch did); every other
+    // side runs once per case.
+    std::optional<Outcome> second;
+    if (pair.twice() && again && again->count(pair.b)) {
+      second = std::move(again->at(pair.b));
+      again->erase(pair.b);
+    } else if (pair.twice()) {
+      second = run_side(pair.b, c);
+    }
+    const std::optional<Outcome>& b = pair.twice() ? second : side(pair.b);
     if (!a || !b) results.emplace_back();
     else results.emplace_back(corpus::classify(registry_, c, pair, *a, *b, options_));
   }

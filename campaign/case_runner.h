@@ -46,9 +46,10 @@ class CaseRunner {
   using Ready = std::map<std::string, Outcome>;
   // Every pair on the case, each backend run once (a self pair runs its backend twice): the result
   // per pair, nullopt where a side could not be used at all. A backend whose outcome `ready` holds
-  // is not run again (a self pair's second run still is); the outcomes are moved out of it.
+  // is not run again, and a self pair whose second run `again` holds (a second batch, run_batches)
+  // is not run a second time here; the outcomes are moved out of both.
   std::vector<std::optional<corpus::DiffResult>> run_pairs(const Case& c, const std::vector<corpus::BackendPair>& pairs,
-                                                           Ready* ready = nullptr) const;
+                                                           Ready* ready = nullptr, Ready* again = nullptr) const;
   // Whether `backend` has a batch path for `op` (Registry::batch_impl) and its kind can run here.
   bool batches(const std::string& op, const std::string& backend) const;
   // Each of `backends` that batches() the cases' op (one op and direction), run once on all of
