@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <ostream>
 #include <set>
 #include <stdexcept>
@@ -186,6 +187,7 @@ class Campaign {
     fill_run_info(report_.run, options, targets_);
     batching_ = batching_of_targets();
     block_ = block_size();
+    target_period_ = target_period();
     units_at_once_ = units_at_once(registry);
   }
 
@@ -351,24 +353,35 @@ class Campaign {
   // see one target more often than the others, or only one).
   using UnitKey = std::tuple<int64_t, const Target*, int64_t>;
 
-  // The local indices of block `block` whose target is `target`, in order, up to the case bound.
-  std::vector<int64_t> block_cases_of(int64_t block, const Target& target) const {
+  // Local index l's target is targets_[(l * shard.count + shard.index) % targets], so the local
+  // indices of one target recur every target_period_ = targets / gcd(shard.count, targets): a
+  // block's cases of l's target are l's residue modulo the period from the block's start on.
+  int64_t target_period() const {
+    const auto targets = static_cast<int64_t>(targets_.size());
+    return targets / std::gcd(options_.shard.count, targets);
+  }
+
+  // The local indices of the unit `key`, in order, up to the case bound: at most options.batch, a
+  // period apart.
+  std::vector<int64_t> unit_cases_of(const UnitKey& key) const {
+    const auto& [block, target, sub] = key;
     std::vector<int64_t> locals;
-    for (int64_t local = block * block_; local < (block + 1) * block_; ++local) {
-      const int64_t global = case_index(options_.shard, local);
-      if (options_.max_cases && global >= *options_.max_cases) break;
-      if (&target_of(global) == &target) locals.push_back(local);
+    const int64_t start = block * block_;
+    int64_t first = start;  // the block's first case of the target
+    while (first < start + target_period_ && &target_of(case_index(options_.shard, first)) != target) ++first;
+    for (int64_t j = 0, local = first + sub * options_.batch * target_period_;
+         j < options_.batch && local < start + block_; ++j, local += target_period_) {
+      if (options_.max_cases && case_index(options_.shard, local) >= *options_.max_cases) break;
+      locals.push_back(local);
     }
     return locals;
   }
 
   // The unit of the case at local index `local`.
   UnitKey unit_key(int64_t local) const {
-    const Target* target = &target_of(case_index(options_.shard, local));
     const int64_t block = local / block_;
-    int64_t position = 0;  // among the block's cases of the target
-    for (int64_t l = block * block_; l < local; ++l) position += &target_of(case_index(options_.shard, l)) == target;
-    return {block, target, position / options_.batch};
+    const int64_t position = (local - block * block_) / target_period_;  // among the block's cases of the target
+    return {block, &target_of(case_index(options_.shard, local)), position / options_.batch};
   }
 
   // Any thread, with units_mutex_ held through `lock`: unit `key`, prepared on this thread if no
@@ -397,18 +410,8 @@ class Campaign {
 
   // The first local index of the unit of `local` (run_ordered's group).
   int64_t unit_first(int64_t local) const {
-    const int64_t targets = static_cast<int64_t>(targets_.size());
-    if (options_.shard.count == 1) {  // targets in turn: local % targets
-      const int64_t start = local / block_ * block_, position = (local - start) / targets;
-      return start + position / options_.batch * options_.batch * targets + (local - start) % targets;
-    }
-    // A shard sees the targets unevenly: the last case of the target at a multiple of
-    // options.batch among the block's cases of it, up to `local`.
-    const Target* target = &target_of(case_index(options_.shard, local));
-    int64_t first = local, position = 0;
-    for (int64_t l = local / block_ * block_; l <= local; ++l)
-      if (&target_of(case_index(options_.shard, l)) == target && position++ % options_.batch == 0) first = l;
-    return first;
+    const int64_t position = (local - local / block_ * block_) / target_period_;
+    return local - position % options_.batch * target_period_;
   }
 
   // Any thread, with block_ > 1: the case at local index `local`, prepared with its unit (by the
@@ -431,12 +434,8 @@ class Campaign {
   // pair of it runs (a second batch); its outcomes wait in each case's `ready` and `again`. After a
   // stop request no batch runs: the cases that still start run their sides alone.
   std::map<int64_t, Prepared> prepare_unit(const UnitKey& key) {
-    const auto& [block, target, sub] = key;
-    const std::vector<int64_t> all = block_cases_of(block, *target);
-    const size_t batch = static_cast<size_t>(options_.batch);
-    const size_t first = static_cast<size_t>(sub) * batch;
-    const std::vector<int64_t> locals(all.begin() + static_cast<std::ptrdiff_t>(std::min(first, all.size())),
-                                      all.begin() + static_cast<std::ptrdiff_t>(std::min(first + batch, all.size())));
+    const auto& target = std::get<1>(key);
+    const std::vector<int64_t> locals = unit_cases_of(key);
     std::vector<Prepared> prepared;
     prepared.reserve(locals.size());
     for (const int64_t local : locals) prepared.push_back(prepare(case_index(options_.shard, local)));
@@ -726,6 +725,7 @@ class Campaign {
   CaseRunner runner_;
   std::vector<char> batching_;  // per target: batches()
   int64_t block_ = 1;  // local case indices a block spans (block_size)
+  int64_t target_period_ = 1;  // local case indices between two cases of one target (target_period)
   int units_at_once_ = std::numeric_limits<int>::max();  // units_at_once
   std::mutex units_mutex_;
   std::condition_variable unit_ready_;

@@ -948,24 +948,30 @@ TEST_F(CampaignTest, EveryBatchSizeGivesTheReportAndCorpusOfOne) {
   }
 }
 
-// A second op, "toy2", the toy under another name, with fake_gpu:exact's batch path calling
-// `on_batch` with the batch's size after each batch: two targets, so that a block holds two batches.
-Registry with_second_op(Registry r, const std::function<void(size_t)>& on_batch) {
-  OpInfo second = testing::toy_op();
-  second.name = "toy2";
-  const auto generate = second.generate;
-  second.generate = [generate](Direction d) {
-    return rc::gen::map(generate(d), [](Case c) {
-      c.op = "toy2";
-      return c;
-    });
-  };
-  r.add_op(second);
-  for (const char* contract : {"exact", "sloppy"})
-    r.add_impl("toy2", "ref", contract, *r.impl("toy", std::string("ref:") + contract));
+// The toy and `ops` - 1 copies of it under other names ("toy2", "toy3", ...), with fake_gpu:exact's
+// batch path of each calling `on_batch` with the batch's size after each batch: `ops` targets, so
+// that a block holds `ops` batches.
+Registry with_toy_copies(Registry r, int ops, const std::function<void(size_t)>& on_batch) {
+  std::vector<std::string> names = {"toy"};
+  for (int i = 2; i <= ops; ++i) {
+    const std::string name = "toy" + std::to_string(i);
+    OpInfo copy = testing::toy_op();
+    copy.name = name;
+    const auto generate = copy.generate;
+    copy.generate = [generate, name](Direction d) {
+      return rc::gen::map(generate(d), [name](Case c) {
+        c.op = name;
+        return c;
+      });
+    };
+    r.add_op(copy);
+    for (const char* contract : {"exact", "sloppy"})
+      r.add_impl(name, "ref", contract, *r.impl("toy", std::string("ref:") + contract));
+    r.add_impl(name, "fake_gpu", "exact", *r.impl("toy", "fake_gpu:exact"));
+    names.push_back(name);
+  }
   const Impl gpu = *r.impl("toy", "fake_gpu:exact");
-  r.add_impl("toy2", "fake_gpu", "exact", gpu);
-  for (const char* op : {"toy", "toy2"})
+  for (const std::string& op : names)
     r.add_batch_impl(op, "fake_gpu", "exact", [gpu, on_batch](const std::vector<const Case*>& cases, const ContractInfo& info) {
       std::vector<BatchOutcome> out(cases.size());
       for (size_t i = 0; i < cases.size(); ++i) out[i].outputs = gpu(*cases[i], info);
@@ -973,6 +979,11 @@ Registry with_second_op(Registry r, const std::function<void(size_t)>& on_batch)
       return out;
     });
   return r;
+}
+
+// A second op, "toy2": two targets.
+Registry with_second_op(Registry r, const std::function<void(size_t)>& on_batch) {
+  return with_toy_copies(std::move(r), 2, on_batch);
 }
 
 // A stop request ends the run at a prefix of the case indices, whether it is seen while a block is
@@ -1114,6 +1125,40 @@ TEST_F(CampaignTest, ASelfPairsSecondRunIsASecondBatch) {
   for (const reports::FindingRecord& f : flaky.findings) nondeterministic += f.kind == "nondeterminism";
   EXPECT_GT(nondeterministic, 0) << reports::text_table(flaky);
   fs::remove_all(dir);
+}
+
+// Where a shard's count shares a factor with the number of targets, a shard sees each target every
+// targets / gcd(count, targets) cases: its batches still hold up to --batch cases of one target, and
+// its report is that of --batch 1, for every such shape (a case put in another case's batch fails the
+// run).
+TEST_F(CampaignTest, EveryShardFormsItsBatchesOfOneTargetWhateverItsCountSharesWithTheTargets) {
+  for (const int ops : {2, 3, 4, 6})
+    for (const Shard shard : {Shard{0, 1}, Shard{1, 2}, Shard{2, 3}, Shard{3, 4}, Shard{1, 6}}) {
+      const std::string name = std::to_string(ops) + " targets, shard " + std::to_string(shard.index) + "/" +
+                               std::to_string(shard.count);
+      std::mutex mutex;
+      std::vector<size_t> sizes;
+      const Registry r = with_toy_copies(registry, ops, [&](size_t n) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        sizes.push_back(n);
+      });
+      CampaignOptions o = options();
+      o.pairs = {{"fake_gpu:exact", "ref:exact"}};
+      o.shard = shard;
+      o.max_cases = 36 * ops * shard.count;
+      o.jobs = 3;
+      o.batch = 5;
+      const reports::Report batched = without_times(run_campaign(r, o));
+      ASSERT_FALSE(sizes.empty()) << name;
+      EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), 5u) << name;
+      EXPECT_EQ(total_cases(batched), 36 * ops) << name;
+      o.batch = 1;
+      o.jobs = 1;
+      const reports::Report alone = without_times(run_campaign(r, o));
+      EXPECT_EQ(batched.counts, alone.counts) << name;
+      EXPECT_EQ(batched.findings, alone.findings) << name;
+      EXPECT_EQ(batched.coverage, alone.coverage) << name;
+    }
 }
 
 // A batch path that fails on every batch while every case passes alone (a fault of the batching
