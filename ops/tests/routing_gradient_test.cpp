@@ -28,6 +28,7 @@
 #include "ops/tests/gradient_coverage.h"
 #include "properties/harness.h"
 #include "properties/rows.h"
+#include "reference/numerics.h"
 
 namespace bitparity::ops {
 namespace {
@@ -441,7 +442,8 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
     // dP_j = d_probs * f32(scale) in fp32 (k == 1 with bf16 logits: then rounded to bf16).
     const double dPrel = scaled ? 2 * kU32 + (k == 1 && dl == DType::kBF16 ? udl : 0.0) : 0.0;
     const double fd_magnitude_rel = 1.0;
-    int skipped_boundary = 0, skipped_saturated = 0, skipped_zero_softplus = 0, skipped_overflow = 0, skipped_non_finite = 0, checked = 0;
+    int skipped_boundary = 0, skipped_saturated = 0, skipped_zero_softplus = 0, skipped_overflow = 0, skipped_non_finite = 0, checked = 0,
+        checked_subnormal_softplus = 0;
     for (int64_t t = 0; t < T; ++t) {
       std::vector<int64_t> e(static_cast<size_t>(k));
       std::vector<double> x(static_cast<size_t>(k)), dP(static_cast<size_t>(k));
@@ -594,15 +596,17 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
         }
       }
       // Off the selection the forward does not depend on the logit: d_logits must be zero. Except
-      // where sqrt_softplus's softplus is below fp32's normal range (logits below about -87.3),
-      // skipped: below about -104 its fp32 value is 0 and SqrtBackward's dS / (2 s) is 0 / 0, NaN,
-      // in the contract as in PyTorch.
+      // where sqrt_softplus's fp32 softplus is 0 (logits below about -104; between there and -87.3
+      // it is subnormal, its square root normal, and dS / (2 s) is 0 / s = 0): SqrtBackward's
+      // dS / (2 s) is 0 / 0, NaN, in the contract as in PyTorch.
       for (int64_t col = 0; col < E; ++col) {
         if (std::find(e.begin(), e.end(), col) != e.end()) continue;
-        if (!sigmoid && std::log1p(std::exp(logits.f64(t * E + col))) < 0x1p-126) {
+        const float softplus = ref::softplus_f32(static_cast<float>(logits.f64(t * E + col)));
+        if (!sigmoid && softplus == 0.0f) {
           ++skipped_zero_softplus;
           continue;
         }
+        if (!sigmoid && softplus < 0x1p-126f) ++checked_subnormal_softplus;
         if (got.f64(t * E + col) != 0)
           RC_FAIL("d_logits[" + std::to_string(t) + ", " + std::to_string(col) + "] off the selection is " +
                   std::to_string(got.f64(t * E + col)) + ", not 0\ncase: " + case_to_json(c).dump());
@@ -613,6 +617,7 @@ TEST_P(RouterGradient, DerivativeOfTheExactForwardWithinTheRoundingBound) {
     RC_CLASSIFY(skipped_non_finite > 0, "non-finite rows skipped");
     RC_CLASSIFY(skipped_overflow > 0, "elements near overflow skipped");
     RC_CLASSIFY(skipped_zero_softplus > 0, "off-selection elements with softplus underflowed skipped");
+    RC_CLASSIFY(checked_subnormal_softplus > 0, "off-selection elements with a subnormal softplus checked");
     RC_CLASSIFY(checked > 0, "elements checked");
   });
 }
