@@ -1,0 +1,24 @@
+#include "core/allocator.h"
+
+#include <cstdlib>  // defines __GLIBC__ where the C library is glibc
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace bitparity {
+
+bool keep_freed_memory() {
+#if defined(__GLIBC__)
+  constexpr int kMiB = 1 << 20;
+  // Each setting also stops glibc from moving the thresholds with the blocks it frees.
+  const bool mmap = mallopt(M_MMAP_THRESHOLD, 32 * kMiB) == 1;  // glibc's largest
+  const bool trim = mallopt(M_TRIM_THRESHOLD, 256 * kMiB) == 1;
+  const bool pad = mallopt(M_TOP_PAD, 16 * kMiB) == 1;
+  return mmap && trim && pad;
+#else
+  return false;
+#endif
+}
+
+}  // namespace bitparity
