@@ -188,6 +188,7 @@ class Campaign {
     batching_ = batching_of_targets();
     block_ = block_size();
     target_period_ = target_period();
+    if (block_ > 1 && block_ % target_period_ != 0) throw std::logic_error("campaign: a block is not a whole number of target periods");
     units_at_once_ = units_at_once(registry);
   }
 
@@ -349,8 +350,8 @@ class Campaign {
     std::exception_ptr error;      // preparing the unit failed: every case of it fails so
     std::map<int64_t, Prepared> cases;  // by local index; a case's work takes its own
   };
-  // Block, target, and which options.batch cases of the block's cases of the target (a shard may
-  // see one target more often than the others, or only one).
+  // Block, target, and which options.batch cases of the block's cases of the target (a shard sees
+  // each of its targets once a target period, and may never see some).
   using UnitKey = std::tuple<int64_t, const Target*, int64_t>;
 
   // Local index l's target is targets_[(l * shard.count + shard.index) % targets], so the local
@@ -369,6 +370,7 @@ class Campaign {
     const int64_t start = block * block_;
     int64_t first = start;  // the block's first case of the target
     while (first < start + target_period_ && &target_of(case_index(options_.shard, first)) != target) ++first;
+    if (first == start + target_period_) throw std::logic_error("campaign: a unit of a target its shard never sees");
     for (int64_t j = 0, local = first + sub * options_.batch * target_period_;
          j < options_.batch && local < start + block_; ++j, local += target_period_) {
       if (options_.max_cases && case_index(options_.shard, local) >= *options_.max_cases) break;
@@ -459,12 +461,14 @@ class Campaign {
       for (size_t k = 0; k < users.size(); ++k)
         for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
       // The second runs of the backend's self pairs, a batch of their own: the cases the backend
-      // runs twice (every case of an order-of-arrival contract) would otherwise each pay a round
-      // trip alone.
+      // runs twice (every case of an order-of-arrival contract, one in --nondeterminism-every of
+      // the others, every case of a self pair asked for) would otherwise each pay a round trip
+      // alone. A case whose first batch failed as a whole runs both alone, as under --batch 1.
       std::vector<Prepared*> twice;
       for (Prepared* p : users)
-        if (std::any_of(p->pairs.begin(), p->pairs.end(),
-                        [&](const BackendPair& q) { return q.twice() && q.a == backend; }))
+        if (p->ready.count(backend) && std::any_of(p->pairs.begin(), p->pairs.end(), [&](const BackendPair& q) {
+              return q.twice() && q.a == backend;
+            }))
           twice.push_back(p);
       if (twice.empty() || interrupted()) continue;
       cases.clear();

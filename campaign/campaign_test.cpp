@@ -1116,6 +1116,34 @@ TEST_F(CampaignTest, ASelfPairsSecondRunIsASecondBatch) {
   EXPECT_EQ(calls->batched_cases.load(), 0);
   EXPECT_EQ(alone.counts, batched.counts);
 
+  // The defaults: fake_gpu:exact (made exact here) against the reference on every case, and against
+  // itself on one case in 8. Only those cases are in the second batch, each given its own second
+  // outcome (another case's would differ in bits: a nondeterminism finding).
+  const Impl ref_exact = *r.impl("toy", "ref:exact");
+  Registry sampled = r;
+  sampled.add_impl("toy", "fake_gpu", "exact", [ref_exact, calls](const Case& c, const ContractInfo& info) {
+    ++calls->alone;
+    return ref_exact(c, info);
+  });
+  sampled.add_batch_impl("toy", "fake_gpu", "exact", [ref_exact, calls](const std::vector<const Case*>& cases, const ContractInfo& info) {
+    calls->batched_cases += static_cast<int64_t>(cases.size());
+    std::vector<BatchOutcome> out(cases.size());
+    for (size_t i = 0; i < cases.size(); ++i) out[i].outputs = ref_exact(*cases[i], info);
+    return out;
+  });
+  calls->alone = calls->batched_cases = 0;
+  CampaignOptions defaults = options();
+  defaults.pairs.clear();
+  defaults.jobs = 2;
+  defaults.batch = 4;
+  const reports::Report some_twice = run_campaign(sampled, defaults);
+  const int64_t twice = cases_of(some_twice, "fake_gpu:exact", "fake_gpu:exact");
+  EXPECT_EQ(twice, (kCases + kDefaultNondeterminismEvery - 1) / kDefaultNondeterminismEvery);
+  EXPECT_EQ(cases_of(some_twice, "fake_gpu:exact", "ref:exact"), kCases);
+  EXPECT_TRUE(some_twice.findings.empty()) << reports::text_table(some_twice);
+  EXPECT_EQ(calls->alone.load(), 0) << "a case ran alone under --batch 4";
+  EXPECT_EQ(calls->batched_cases.load(), kCases + twice);
+
   *flip_every_other_batch = true;
   o.batch = 4;
   const fs::path dir = fresh_dir("self_pair_batches");
@@ -1138,10 +1166,20 @@ TEST_F(CampaignTest, EveryShardFormsItsBatchesOfOneTargetWhateverItsCountSharesW
                                std::to_string(shard.count);
       std::mutex mutex;
       std::vector<size_t> sizes;
-      const Registry r = with_toy_copies(registry, ops, [&](size_t n) {
+      Registry r = with_toy_copies(registry, ops, [&](size_t n) {
         const std::lock_guard<std::mutex> lock(mutex);
         sizes.push_back(n);
       });
+      // Each batch of one op (a unit mixing targets would give the same counts, the copies being alike).
+      auto mixed = std::make_shared<std::atomic<int>>(0);
+      for (const OpInfo& op : std::vector<OpInfo>(r.ops())) {
+        const BatchImpl batch = *r.batch_impl(op.name, "fake_gpu:exact");
+        r.add_batch_impl(op.name, "fake_gpu", "exact",
+                         [batch, mixed, name = op.name](const std::vector<const Case*>& cases, const ContractInfo& info) {
+                           for (const Case* c : cases) *mixed += c->op != name;
+                           return batch(cases, info);
+                         });
+      }
       CampaignOptions o = options();
       o.pairs = {{"fake_gpu:exact", "ref:exact"}};
       o.shard = shard;
@@ -1152,6 +1190,7 @@ TEST_F(CampaignTest, EveryShardFormsItsBatchesOfOneTargetWhateverItsCountSharesW
       ASSERT_FALSE(sizes.empty()) << name;
       EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), 5u) << name;
       EXPECT_EQ(total_cases(batched), 36 * ops) << name;
+      EXPECT_EQ(mixed->load(), 0) << name << ": a batch held another op's cases";
       o.batch = 1;
       o.jobs = 1;
       const reports::Report alone = without_times(run_campaign(r, o));

@@ -10,9 +10,15 @@
 
 namespace bitparity {
 
-// Blocks up to 32 MiB from the heap, the heap's top kept up to 256 MiB and grown 16 MiB at a time,
-// so that freed tensors are reused in place. Process-wide; call before starting threads. Returns
-// whether the allocator took every setting (false where malloc is not glibc's).
+// Whether the user set glibc's malloc through the environment (GLIBC_TUNABLES, MALLOC_*_): then
+// keep_freed_memory leaves it as set.
+bool allocator_tuned_by_user();
+
+// Blocks up to 32 MiB from the heap, the heap's top trimmed only above 64 MiB and grown 16 MiB at a
+// time, so that freed tensors are reused in place; each job's heap keeps what it held at its peak, up
+// to glibc's 64 MiB a thread heap. Process-wide; call before starting threads. Returns whether the
+// allocator took every setting: false where the user set it (allocator_tuned_by_user), where malloc
+// is not glibc's, or under a sanitizer that replaces malloc.
 bool keep_freed_memory();
 
 }  // namespace bitparity
