@@ -63,7 +63,6 @@
 
 #include "campaign/campaign.h"
 #include "campaign/case_runner.h"
-#include "core/allocator.h"
 #include "core/gen.h"
 #include "core/registry.h"
 #include "corpus/differential.h"
@@ -409,7 +408,6 @@ void register_all() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bitparity::keep_freed_memory();  // as the `bitparity` command does (cli/main.cpp)
   try {
     register_all();
   } catch (const std::exception& e) {

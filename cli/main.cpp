@@ -4,10 +4,8 @@
 #include <system_error>
 
 #include "cli/app.h"
-#include "core/allocator.h"
 
 int main(int argc, char** argv) {
-  bitparity::keep_freed_memory();  // a case's tensors reused by the next case, not mapped again
   std::error_code error;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) self = argv[0];
