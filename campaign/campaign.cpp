@@ -432,9 +432,9 @@ class Campaign {
   }
 
   // Any thread: unit `key`'s cases generated, with each backend that has a batch path run on them
-  // together (each batch the cases whose pairs name that backend), and again on the cases whose self
-  // pair of it runs (a second batch); its outcomes wait in each case's `ready` and `again`. After a
-  // stop request no batch runs: the cases that still start run their sides alone.
+  // together (each batch the cases whose pairs name that backend), and again where every one of
+  // them runs the backend's self pair (a second batch); its outcomes wait in each case's `ready` and
+  // `again`. After a stop request no batch runs: the cases that still start run their sides alone.
   std::map<int64_t, Prepared> prepare_unit(const UnitKey& key) {
     const auto& target = std::get<1>(key);
     const std::vector<int64_t> locals = unit_cases_of(key);
@@ -460,17 +460,19 @@ class Campaign {
       std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
       for (size_t k = 0; k < users.size(); ++k)
         for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
-      // The second runs of the backend's self pairs, a batch of their own: the cases the backend
-      // runs twice (every case of an order-of-arrival contract, one in --nondeterminism-every of
-      // the others, every case of a self pair asked for) would otherwise each pay a round trip
-      // alone. A case whose first batch failed as a whole runs both alone, as under --batch 1.
+      // The second runs of the backend's self pair, a batch of their own where every case of the
+      // batch runs twice (an order-of-arrival contract, a self pair asked for): those cases would
+      // otherwise each pay a round trip alone. A self pair sampled on one case in
+      // --nondeterminism-every keeps its second run on the job that finishes the case, which a
+      // batch of one or two cases on the job preparing the unit would not make cheaper. A case
+      // whose first batch failed as a whole runs both alone, as under --batch 1.
       std::vector<Prepared*> twice;
       for (Prepared* p : users)
         if (p->ready.count(backend) && std::any_of(p->pairs.begin(), p->pairs.end(), [&](const BackendPair& q) {
               return q.twice() && q.a == backend;
             }))
           twice.push_back(p);
-      if (twice.empty() || interrupted()) continue;
+      if (twice.empty() || twice.size() != users.size() || interrupted()) continue;
       cases.clear();
       for (const Prepared* p : twice) cases.push_back(&*p->c);
       ready = runner_.run_batches(cases, {backend});

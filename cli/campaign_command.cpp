@@ -314,8 +314,8 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                       ": bitparity's CUDA kernels take their inputs in one copy, launch back to back, and give their "
                       "outputs in one copy and one synchronization (a batch too large for the thread's 8 MiB arena runs "
                       "case by case); the workers of --devices and --sanitizer take them in one request (a batch that "
-                      "meets a fault runs its cases again alone). A self pair's second run is a second batch. The job "
-                      "that starts a batch's first case runs the batch; the others go on to other cases rather than wait for it (with --devices or --sanitizer, no more "
+                      "meets a fault runs its cases again alone). A self pair that runs on every case (an order-of-arrival contract, a pair asked "
+                      "for) has its second runs in a second batch. The job that starts a batch's first case runs the batch; the others go on to other cases rather than wait for it (with --devices or --sanitizer, no more "
                       "batches run at once than the workers take). Each case is then compared, judged and shrunk "
                       "alone on any job, and the report and the corpus are those of --batch 1. 1 runs every case alone. No effect where no side has a "
                       "batch path (the reference, plug-ins, --exec workers that do not offer batches)")
