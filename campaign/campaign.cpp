@@ -432,8 +432,8 @@ class Campaign {
   }
 
   // Any thread: unit `key`'s cases generated, with each backend that has a batch path run on them
-  // together (each batch the cases whose pairs name that backend), and again where every one of
-  // them runs the backend's self pair (a second batch); its outcomes wait in each case's `ready` and
+  // together (each batch the cases whose pairs name that backend), and again where the backend's
+  // self pair runs on every case (a second batch); its outcomes wait in each case's `ready` and
   // `again`. After a stop request no batch runs: the cases that still start run their sides alone.
   std::map<int64_t, Prepared> prepare_unit(const UnitKey& key) {
     const auto& target = std::get<1>(key);
@@ -460,19 +460,19 @@ class Campaign {
       std::vector<CaseRunner::Ready> ready = runner_.run_batches(cases, {backend});
       for (size_t k = 0; k < users.size(); ++k)
         for (auto& [name, outcome] : ready[k]) users[k]->ready.emplace(name, std::move(outcome));
-      // The second runs of the backend's self pair, a batch of their own where every case of the
-      // batch runs twice (an order-of-arrival contract, a self pair asked for): those cases would
-      // otherwise each pay a round trip alone. A self pair sampled on one case in
-      // --nondeterminism-every keeps its second run on the job that finishes the case, which a
-      // batch of one or two cases on the job preparing the unit would not make cheaper. A case
-      // whose first batch failed as a whole runs both alone, as under --batch 1.
+      // The second runs of the backend's self pair where it runs on every case (an order-of-arrival
+      // contract, a self pair asked for), a batch of their own: those cases would otherwise each pay
+      // a round trip alone. A self pair sampled on one case in --nondeterminism-every keeps its
+      // second run on the job that finishes the case, which a batch of one or two cases on the job
+      // preparing the unit would not make cheaper. A case whose first batch failed as a whole runs
+      // both alone, as under --batch 1.
+      const auto self = std::find_if(target->pairs.begin(), target->pairs.end(),
+                                     [&](const BackendPair& q) { return q.twice() && q.a == backend; });
+      if (self == target->pairs.end() || !runs_twice_always(*target->op, *self) || interrupted()) continue;
       std::vector<Prepared*> twice;
       for (Prepared* p : users)
-        if (p->ready.count(backend) && std::any_of(p->pairs.begin(), p->pairs.end(), [&](const BackendPair& q) {
-              return q.twice() && q.a == backend;
-            }))
-          twice.push_back(p);
-      if (twice.empty() || twice.size() != users.size() || interrupted()) continue;
+        if (p->ready.count(backend)) twice.push_back(p);
+      if (twice.empty()) continue;
       cases.clear();
       for (const Prepared* p : twice) cases.push_back(&*p->c);
       ready = runner_.run_batches(cases, {backend});
@@ -629,12 +629,18 @@ class Campaign {
     return reports::counts_for(report_, target.op->name, std::string(direction_name(target.direction)), pair.a, pair.b);
   }
 
-  // Whether the self pair (K:C vs K:C) runs on case `global`: every case when the user asked for it
-  // or the contract depends on the order of arrival, else one case in nondeterminism_every.
-  bool runs_twice_on(const OpInfo& op, const BackendPair& pair, int64_t global) const {
+  // Whether the self pair (K:C vs K:C) runs on every case: when the user asked for it or the
+  // contract depends on the order of arrival.
+  bool runs_twice_always(const OpInfo& op, const BackendPair& pair) const {
     if (!options_.pairs.empty()) return true;
     const ContractInfo* contract = op.contract(split_backend_name(pair.a).second);
-    if (contract && contract->order_of_arrival) return true;
+    return contract && contract->order_of_arrival;
+  }
+
+  // Whether the self pair runs on case `global`: always (runs_twice_always), else on one case in
+  // nondeterminism_every.
+  bool runs_twice_on(const OpInfo& op, const BackendPair& pair, int64_t global) const {
+    if (runs_twice_always(op, pair)) return true;
     return options_.nondeterminism_every > 0 && global % options_.nondeterminism_every == 0;
   }
 
