@@ -35,7 +35,9 @@
 //                  process-wide), so this bounds what one of a campaign's --generators processes draws.
 //
 // BITPARITY_BENCH_GENERATORS=N gives Campaign/ N generator processes (0: it draws in its own
-// process) in place of the campaign's default.
+// process) in place of the campaign's default; BITPARITY_BENCH_JOBS=N gives it N jobs in place of
+// one a core; BITPARITY_BENCH_CAMPAIGN_CASES=N runs N cases a campaign in place of 20,000 (a
+// campaign's start and end, its processes forked and its report built, are part of its rate).
 //
 // BITPARITY_BENCH_ITERATIONS=N runs every benchmark for exactly N iterations in a single run (no
 // trial runs, no time target): the same cases in the same order every time, so that an instruction
@@ -290,8 +292,16 @@ std::optional<int> bench_generators() {
   return n ? std::optional<int>(static_cast<int>(*n)) : std::nullopt;
 }
 
-// The cases of one Campaign/OP run.
-constexpr int64_t kSmallCampaignCases = 20000;
+// BITPARITY_BENCH_JOBS=N: Campaign/'s jobs; unset, one a core.
+int bench_jobs() {
+  const std::optional<int64_t> n = env_integer("BITPARITY_BENCH_JOBS", 1, bitparity::campaign::kMaxJobs);
+  return n ? static_cast<int>(*n) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// The cases of one Campaign/OP run: BITPARITY_BENCH_CAMPAIGN_CASES, else 20,000.
+int64_t small_campaign_cases() {
+  return env_integer("BITPARITY_BENCH_CAMPAIGN_CASES", 1, std::numeric_limits<int64_t>::max()).value_or(20000);
+}
 
 // The harness registry with `op`'s generator picking one of its small cases (Campaign/OP).
 bitparity::Registry small_cases_only(const OpInfo& op) {
@@ -321,11 +331,11 @@ void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
   const bitparity::Registry registry = small_cases_only(*op);
   bitparity::campaign::CampaignOptions o;
   o.ops = {op->name};
-  o.max_cases = kSmallCampaignCases;
+  o.max_cases = small_campaign_cases();
   o.budget_seconds = 600;
   o.shrink_seconds = 0;
   o.max_shrink_calls = 1;
-  o.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  o.jobs = bench_jobs();
   o.generators = bench_generators();
   int64_t cases = 0;
   for (auto _ : state) {
