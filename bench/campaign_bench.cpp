@@ -36,8 +36,10 @@
 //
 // BITPARITY_BENCH_GENERATORS=N gives Campaign/ N generator processes (0: it draws in its own
 // process) in place of the campaign's default; BITPARITY_BENCH_JOBS=N gives it N jobs in place of
-// one a core; BITPARITY_BENCH_CAMPAIGN_CASES=N runs N cases a campaign in place of 20,000 (a
-// campaign's start and end, its processes forked and its report built, are part of its rate).
+// one a core; BITPARITY_BENCH_CAMPAIGN_CASES=N runs N cases a campaign in place of 100,000. A
+// campaign's start and end (its generator processes forked, its report built) are part of its
+// rate: about 40 ms with 16 generator processes on a 16-core GPU host, under 5 % of 100,000 cases
+// at 100,000 a second, but a fifth of 20,000 (bench/NOTES.md, 2026-12-06 eighth entry).
 //
 // BITPARITY_BENCH_ITERATIONS=N runs every benchmark for exactly N iterations in a single run (no
 // trial runs, no time target): the same cases in the same order every time, so that an instruction
@@ -298,9 +300,9 @@ int bench_jobs() {
   return n ? static_cast<int>(*n) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// The cases of one Campaign/OP run: BITPARITY_BENCH_CAMPAIGN_CASES, else 20,000.
+// The cases of one Campaign/OP run: BITPARITY_BENCH_CAMPAIGN_CASES, else 100,000.
 int64_t small_campaign_cases() {
-  return env_integer("BITPARITY_BENCH_CAMPAIGN_CASES", 1, std::numeric_limits<int64_t>::max()).value_or(20000);
+  return env_integer("BITPARITY_BENCH_CAMPAIGN_CASES", 1, std::numeric_limits<int64_t>::max()).value_or(100000);
 }
 
 // The harness registry with `op`'s generator picking one of its small cases (Campaign/OP).
@@ -327,6 +329,9 @@ bitparity::Registry small_cases_only(const OpInfo& op) {
   return r;
 }
 
+// The cases of Campaign/'s untimed first campaign.
+constexpr int64_t kWarmUpCases = 256;
+
 void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
   const bitparity::Registry registry = small_cases_only(*op);
   bitparity::campaign::CampaignOptions o;
@@ -337,6 +342,14 @@ void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
   o.max_shrink_calls = 1;
   o.jobs = bench_jobs();
   o.generators = bench_generators();
+  // A short campaign first, untimed: what a process pays once (a device's context, its kernels'
+  // modules loaded at their first launch, each job's buffers) is not counted against one op.
+  {
+    bitparity::campaign::CampaignOptions warm = o;
+    warm.max_cases = kWarmUpCases;
+    warm.seed = kSeed - 1;
+    bitparity::campaign::run_campaign(registry, warm);
+  }
   int64_t cases = 0;
   for (auto _ : state) {
     o.seed = kSeed + static_cast<uint64_t>(cases);
