@@ -28,7 +28,8 @@
 //                  each case from the small cases of Small/ (a copy: Generate/ measures the op's
 //                  generator), so `cases`, cases a second from the campaign's start to its report,
 //                  is what the campaign's engine (generator processes, batches, sides, comparison,
-//                  commit in case order) does with small cases.
+//                  commit in case order) does with small cases. An untimed campaign of 256 cases
+//                  runs first, so that what the process pays once is not counted against one op.
 //   Generate/OP/DIR the op's generator drawing cases as a campaign draws them (every size in turn,
 //                  each case its own seed, the first draw), one thread: `cases` is draws a second. A
 //                  process generates one case at a time (RapidCheck's implicit parameters are
@@ -37,9 +38,10 @@
 // BITPARITY_BENCH_GENERATORS=N gives Campaign/ N generator processes (0: it draws in its own
 // process) in place of the campaign's default; BITPARITY_BENCH_JOBS=N gives it N jobs in place of
 // one a core; BITPARITY_BENCH_CAMPAIGN_CASES=N runs N cases a campaign in place of 100,000. A
-// campaign's start and end (its generator processes forked, its report built) are part of its
-// rate: about 40 ms with 16 generator processes on a 16-core GPU host, under 5 % of 100,000 cases
-// at 100,000 a second, but a fifth of 20,000 (bench/NOTES.md, 2026-12-06 eighth entry).
+// campaign's start and end (its generator processes started and ended, its jobs' threads and
+// their buffers made, its report built) are part of its rate: about 40 ms with 16 generator
+// processes on a 16-core GPU host, under 5 % of 100,000 cases at 100,000 a second, but a fifth of
+// 20,000 (bench/NOTES.md, 2026-12-06 eighth entry).
 //
 // BITPARITY_BENCH_ITERATIONS=N runs every benchmark for exactly N iterations in a single run (no
 // trial runs, no time target): the same cases in the same order every time, so that an instruction
@@ -343,7 +345,8 @@ void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
   o.jobs = bench_jobs();
   o.generators = bench_generators();
   // A short campaign first, untimed: what a process pays once (a device's context, its kernels'
-  // modules loaded at their first launch, each job's buffers) is not counted against one op.
+  // modules loaded at their first launch, the calling thread's buffers) is not counted against
+  // one op. The other jobs' threads, and their buffers, are made again by every campaign.
   {
     bitparity::campaign::CampaignOptions warm = o;
     warm.max_cases = kWarmUpCases;
@@ -365,6 +368,10 @@ void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
 // campaigns of small cases, then the generator; exactly
 // BITPARITY_BENCH_ITERATIONS iterations each where it is set.
 void register_all() {
+  // The settings read, so that a bad one ends the program here with its message.
+  bench_generators();
+  bench_jobs();
+  small_campaign_cases();
   const std::optional<int64_t> iterations = fixed_iterations();
   auto fix = [&](benchmark::internal::Benchmark* b) {
     if (iterations) b->Iterations(*iterations);
