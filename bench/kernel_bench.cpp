@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -358,7 +359,7 @@ void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, c
     for (size_t j = i; j < std::min(pool.cases.size(), i + static_cast<size_t>(batch_size)); ++j)
       batches.back().push_back(&pool.cases[j]);
   }
-  int64_t staged = 0, calls = 0;
+  int64_t staged = 0, calls = 0, collected = 0, batched_launches = 0;
   std::string error;
   for (auto _ : state) {
     for (const std::vector<const Case*>& batch : batches) {
@@ -367,10 +368,12 @@ void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, c
           benchmark::DoNotOptimize(alone(*batch.front(), contract));
           continue;
         }
-        bool together = false;
-        const std::vector<BatchOutcome> outcomes = gpu::run_batch(record, op.validate, contract, batch, gpu::kIlpDefault, &together);
+        gpu::BatchRunInfo info;
+        const std::vector<BatchOutcome> outcomes = gpu::run_batch(record, op.validate, contract, batch, gpu::kIlpDefault, &info);
         ++calls;
-        staged += together ? 1 : 0;
+        staged += info.staged ? 1 : 0;
+        collected += info.collected;
+        batched_launches += info.batched_launches;
         for (const BatchOutcome& o : outcomes)
           if (o.error) std::rethrow_exception(o.error);
       } catch (const std::exception& e) {
@@ -385,26 +388,43 @@ void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, c
   state.counters["cases_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(pool.cases.size()),
                                                      benchmark::Counter::kIsRate);
   state.counters["pool"] = static_cast<double>(pool.cases.size());
-  if (calls > 0) state.counters["staged"] = static_cast<double>(staged) / static_cast<double>(calls);
+  if (calls > 0) {
+    state.counters["staged"] = static_cast<double>(staged) / static_cast<double>(calls);
+    // Launches collected into batched launches, and those batched launches, a batch.
+    state.counters["collected"] = static_cast<double>(collected) / static_cast<double>(calls);
+    state.counters["batched_launches"] = static_cast<double>(batched_launches) / static_cast<double>(calls);
+  }
 }
 
 void register_batches() {
   for (const gpu::KernelRecord& record : gpu::kernel_records()) {
     const OpInfo* op = harness_registry().op(record.op);
     if (!op || !op->generate || !op->validate) continue;
+    // A record whose launches run_batch collects into batched launches also runs its batches with
+    // each case's launches made apart (".../separate_launches"), the same cases in the same run.
+    static std::deque<gpu::KernelRecord> separate;
+    const gpu::KernelRecord* apart = nullptr;
+    if (record.collect_launches) {
+      separate.push_back(record);
+      separate.back().collect_launches = false;
+      apart = &separate.back();
+    }
     for (const auto& [direction, inputs] : op->inputs)
       for (const int n : kBatchSizes)
-        for (const int threads : kBatchThreads) {
-          const std::string name = "batch/" + op->name + "_" + std::string(direction_name(direction)) + "/" +
-                                   record.contract + "/cases:" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), [&record, op, direction = direction, n](benchmark::State& state) {
-            batch_benchmark(state, record, *op, direction, n);
-          })
-              ->Threads(threads)
-              ->UseRealTime()
-              ->MinTime(kMinTimeSeconds)
-              ->Unit(benchmark::kMicrosecond);
-        }
+        for (const int threads : kBatchThreads)
+          for (const gpu::KernelRecord* r : {&record, n > 1 ? apart : nullptr}) {
+            if (!r) continue;
+            const std::string name = "batch/" + op->name + "_" + std::string(direction_name(direction)) + "/" +
+                                     record.contract + "/cases:" + std::to_string(n) +
+                                     (r == apart ? "/separate_launches" : "");
+            benchmark::RegisterBenchmark(name.c_str(), [r, op, direction = direction, n](benchmark::State& state) {
+              batch_benchmark(state, *r, *op, direction, n);
+            })
+                ->Threads(threads)
+                ->UseRealTime()
+                ->MinTime(kMinTimeSeconds)
+                ->Unit(benchmark::kMicrosecond);
+          }
   }
 }
 

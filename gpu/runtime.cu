@@ -10,6 +10,8 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu/common/batch_launch.h"
+
 namespace bitparity::gpu {
 namespace {
 
@@ -69,7 +71,8 @@ bool checked_launches() { return checked_flag(); }
 void set_checked_launches(bool on) { checked_flag() = on; }
 
 void check_launch(const char* what, void* stream) {
-  check_cuda(cudaGetLastError(), std::string(what) + " launch");
+  if (const LaunchBatch* batch = collecting_launches()) batch->note_direct_launch(what);
+  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) check_cuda(err, std::string(what) + " launch");
   if (checked_launches())
     check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), std::string(what) + " execution");
 }

@@ -43,8 +43,15 @@ __device__ __forceinline__ float forward_element(float a, float b, bool scaled, 
 }
 
 template <class Act, int kIlp, int kClamp, bool kBias>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
-    megatron_forward_kernel(MegatronForward p, Divider per_row) {
+struct MegatronForwardBody {
+  using Args = MegatronForward;
+  static constexpr int kMinBlocks = blocks_per_sm(4, kIlp);
+  static __device__ __forceinline__ void run(const MegatronForward& p, Divider per_row, GridPos at);
+};
+
+template <class Act, int kIlp, int kClamp, bool kBias>
+__device__ __forceinline__ void MegatronForwardBody<Act, kIlp, kClamp, kBias>::run(const MegatronForward& p,
+                                                                                    Divider per_row, GridPos at) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -53,8 +60,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
   const int64_t F = p.F;
   const bool scaled = p.scale != nullptr;
   const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
-  const uint32_t stride = gridDim.x * blockDim.x;
-  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t stride = at.blocks * blockDim.x;
+  const uint32_t first = at.block * blockDim.x + threadIdx.x;
 
   if (F % N == 0) {
     // kIlp packets (at k0, k0 + stride, ...) make a group; the next group's loads are issued before
@@ -120,8 +127,15 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
 }
 
 template <class Act, int kIlp, int kClamp, bool kBias>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp))
-    megatron_backward_kernel(MegatronBackward p, Divider per_row) {
+struct MegatronBackwardBody {
+  using Args = MegatronBackward;
+  static constexpr int kMinBlocks = blocks_per_sm(6, kIlp);
+  static __device__ __forceinline__ void run(const MegatronBackward& p, Divider per_row, GridPos at);
+};
+
+template <class Act, int kIlp, int kClamp, bool kBias>
+__device__ __forceinline__ void MegatronBackwardBody<Act, kIlp, kClamp, kBias>::run(const MegatronBackward& p,
+                                                                                     Divider per_row, GridPos at) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
@@ -130,8 +144,8 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(6, kIlp))
   S* d_y = static_cast<S*>(p.d_y);
   const int64_t F = p.F;
   const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
-  const uint32_t stride = gridDim.x * blockDim.x;
-  const uint32_t first = blockIdx.x * blockDim.x + threadIdx.x;
+  const uint32_t stride = at.blocks * blockDim.x;
+  const uint32_t first = at.block * blockDim.x + threadIdx.x;
 
   if (F % N == 0) {
     // Groups of kIlp packets, the next group's loads in flight during the current one's arithmetic
@@ -222,7 +236,7 @@ struct ForwardLaunch {
   struct Go {
     static void run(const MegatronForward& p) {
       const int64_t act = sizeof(typename Act::Storage);
-      launch_row_chunks<megatron_forward_kernel<Act, kIlp, kClamp, kBias>>(
+      launch_row_chunks<MegatronForwardBody<Act, kIlp, kClamp, kBias>>(
           p, elementwise_items(1, p.F, kPacket<Act>), "swiglu megatron_forward",
           [&](MegatronForward& c, int64_t first) {
             c.y = advanced(c.y, first * 2 * p.F * act);
@@ -240,7 +254,7 @@ struct BackwardLaunch {
   struct Go {
     static void run(const MegatronBackward& p) {
       const int64_t act = sizeof(typename Act::Storage);
-      launch_row_chunks<megatron_backward_kernel<Act, kIlp, kClamp, kBias>>(
+      launch_row_chunks<MegatronBackwardBody<Act, kIlp, kClamp, kBias>>(
           p, elementwise_items(1, p.F, kPacket<Act>), "swiglu megatron_backward",
           [&](MegatronBackward& c, int64_t first) {
             c.y = advanced(c.y, first * 2 * p.F * act);

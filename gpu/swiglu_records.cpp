@@ -169,8 +169,9 @@ BoundLaunch bind_swiglu_scale_paddle(const KernelArgs& k) {
 // launch_*: d_scale zeroed); the clamp and the activation dtype are template parameters.
 const std::vector<std::string> kCommonPaths = {"rows=0", "F=0", "clamp=none", "clamp=normal", "y=bf16", "y=fp32"};
 
-// Megatron's elementwise kernels (swiglu.cu megatron_forward_kernel, megatron_backward_kernel):
-// 16-byte packets where F is a multiple of the packet, else single elements; fp16 instantiated.
+// Megatron's elementwise kernels (swiglu.cu MegatronForwardBody, MegatronBackwardBody, each a kernel
+// alone or a case of a batched launch): 16-byte packets where F is a multiple of the packet, else
+// single elements; fp16 instantiated.
 const std::vector<std::string> kMegatronElementwisePaths = {"F%packet=0", "F%packet!=0", "y=fp16"};
 
 // Megatron's weighted backward (swiglu_scale.cu megatron_scale_backward_kernel): the vectorized
@@ -180,7 +181,7 @@ const std::vector<std::string> kMegatronScaleBackwardPaths = {"d_scale:vectorize
                                                               "d_scale:16-bit_products", "d_scale:F%8=4",
                                                               "d_scale:block_tree", "d_scale:warp_tree"};
 
-// Paddle's kernels (swiglu_scale.cu paddle_forward_kernel, paddle_backward_kernel): whole packets
+// Paddle's kernels (swiglu_scale.cu PaddleForwardBody, paddle_backward_kernel): whole packets
 // only (validate), the backward's slot rotation at the end of a row and its partial last unit.
 const std::vector<std::string> kPaddlePaths = {"F%packet=0", "units%8=0", "units%8!=0", "packets%32!=0"};
 
@@ -198,7 +199,7 @@ std::vector<KernelRecord> swiglu_family_kernels() {
   const std::vector<std::string> megatron_scale =
       joined({kCommonPaths, kMegatronElementwisePaths, kMegatronScaleBackwardPaths});
   const std::vector<std::string> paddle = joined({kCommonPaths, kPaddlePaths});
-  return {
+  std::vector<KernelRecord> records = {
       {"swiglu", "megatron_eager", bind_swiglu_megatron, swiglu},
       {"swiglu", "megatron_unfused", bind_swiglu_megatron, swiglu},
       {"swiglu_scale", "megatron_eager", bind_swiglu_scale_megatron, megatron_scale},
@@ -206,6 +207,10 @@ std::vector<KernelRecord> swiglu_family_kernels() {
       {"swiglu_scale", "paddle_fused", bind_swiglu_scale_paddle, paddle},
       {"swiglu_scale", "paddle_fused_shipped", bind_swiglu_scale_paddle, paddle},
   };
+  // The elementwise kernels (swiglu's both directions, swiglu_scale's forward) go through
+  // launch_row_chunks, the only launch of their case; the weighted backwards launch plainly, alone.
+  for (KernelRecord& r : records) r.collect_launches = true;
+  return records;
 }
 
 }  // namespace bitparity::gpu

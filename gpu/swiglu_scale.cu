@@ -229,15 +229,22 @@ constexpr int kPaddleBlock = 256;
 constexpr int kPaddleSlots = kPaddleBlock / kWarpLanes;
 
 template <class Act, int kIlp, int kClamp>
-__global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
-    paddle_forward_kernel(PaddleForward p, Divider per_row) {
+struct PaddleForwardBody {
+  using Args = PaddleForward;
+  static constexpr int kMinBlocks = blocks_per_sm(4, kIlp);
+  static __device__ __forceinline__ void run(const PaddleForward& p, Divider per_row, GridPos at);
+};
+
+template <class Act, int kIlp, int kClamp>
+__device__ __forceinline__ void PaddleForwardBody<Act, kIlp, kClamp>::run(const PaddleForward& p, Divider per_row,
+                                                                          GridPos at) {
   using S = typename Act::Storage;
   constexpr int N = kPacket<Act>;
   const S* y = static_cast<const S*>(p.y);
   S* out = static_cast<S*>(p.out);
   const int64_t F = p.F;
   const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
-  const uint32_t stride = gridDim.x * blockDim.x;
+  const uint32_t stride = at.blocks * blockDim.x;
   // Groups of kIlp packets, the next group's loads in flight during the current one's arithmetic.
   struct Group {
     uint32_t row[kIlp], col[kIlp];
@@ -278,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, blocks_per_sm(4, kIlp))
       store_chunk<Act, N>(out + int64_t{q.row[u]} * F + q.col[u], o);
     }
   };
-  pipelined_grid_stride<Group>(blockIdx.x * blockDim.x + threadIdx.x, total, stride * kIlp, load, compute);
+  pipelined_grid_stride<Group>(at.block * blockDim.x + threadIdx.x, total, stride * kIlp, load, compute);
 }
 
 // Persistent warps: warp w of W walks rows w, w + W, ..., its copies of the a, b and dout packets
@@ -397,7 +404,7 @@ struct PaddleForwardLaunch {
   template <int kClamp>
   static void go(const PaddleForward& p) {
     const int64_t act = sizeof(typename Act::Storage);
-    launch_row_chunks<paddle_forward_kernel<Act, kIlp, kClamp>>(
+    launch_row_chunks<PaddleForwardBody<Act, kIlp, kClamp>>(
         p, p.F / kPacket<Act>, "swiglu_scale paddle_forward", [&](PaddleForward& c, int64_t first) {
           c.y = advanced(c.y, first * 2 * p.F * act);
           c.out = advanced(c.out, first * p.F * act);

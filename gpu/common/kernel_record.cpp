@@ -1,5 +1,8 @@
 #include "gpu/common/kernel_record.h"
 
+#include "gpu/common/batch_launch.h"
+
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -18,7 +21,7 @@ Impl kernel_impl(KernelRecord record, Validate validate, int ilp) {
 }
 
 std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& validate, const ContractInfo& contract,
-                                    const std::vector<const Case*>& cases, int ilp, bool* staged) {
+                                    const std::vector<const Case*>& cases, int ilp, BatchRunInfo* info) {
   std::vector<BatchOutcome> outcomes(cases.size());
   std::vector<OutputMetas> metas(cases.size());
   std::vector<size_t> valid;  // indices of the cases validate accepted
@@ -33,7 +36,7 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
     }
   }
   const CaseBatchTensors batch(items);
-  if (staged) *staged = batch.staged();
+  if (info) *info = BatchRunInfo{batch.staged(), 0, 0};
   if (!batch.staged()) {
     const Impl alone = kernel_impl(record, validate, ilp);
     for (const size_t i : valid) {
@@ -45,23 +48,35 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
     }
     return outcomes;
   }
-  // Bound and launched one case at a time, each bind's launch (and any workspace it holds) let go
-  // before the next bind: the workspaces follow one another in the stream's order, as the cases'
-  // runs alone do.
+  // Bound and launched one case at a time. A bind's launch (and any workspace it holds) that
+  // collected nothing is let go before the next bind: the workspaces follow one another in the
+  // stream's order, as the cases' runs alone do. One that collected a launch is held until the
+  // collected launches are made, so that what they use is not freed before they run.
   std::vector<bool> launched(valid.size(), false);
-  for (size_t j = 0; j < valid.size(); ++j) {
-    const size_t i = valid[j];
-    try {
-      const BoundLaunch launch =
-          record.bind({*cases[i], contract, batch.inputs(j), batch.outputs(j), thread_stream(), ilp});
-      launch();
-      launched[j] = true;
-    } catch (...) {
-      outcomes[i].error = std::current_exception();
+  std::vector<BoundLaunch> held;
+  LaunchBatch collected;
+  {
+    std::optional<CollectLaunches> collecting;
+    if (record.collect_launches) collecting.emplace(collected);
+    for (size_t j = 0; j < valid.size(); ++j) {
+      const size_t i = valid[j];
+      const int64_t before = collected.items();
+      BoundLaunch launch;
+      try {
+        launch = record.bind({*cases[i], contract, batch.inputs(j), batch.outputs(j), thread_stream(), ilp});
+        collected.begin_case();
+        launch();
+        launched[j] = true;
+      } catch (...) {
+        outcomes[i].error = std::current_exception();
+      }
+      if (collected.items() > before) held.push_back(std::move(launch));
     }
   }
   bool replay = false;
   try {
+    collected.launch_all();
+    if (info) info->collected = collected.items(), info->batched_launches = collected.launches();
     std::vector<TensorMap> outputs = batch.download_outputs();
     for (size_t j = 0; j < valid.size(); ++j)
       if (launched[j]) outcomes[valid[j]].outputs = std::move(outputs[j]);

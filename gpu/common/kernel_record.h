@@ -50,6 +50,12 @@ struct KernelRecord {
   // What the launch does on a case where a library decides it (cuBLAS's algorithm for the shape),
   // which findings about the record quote; empty when there is nothing to say.
   std::function<std::string(const Case&)> describe = {};
+  // Whether run_batch may collect the record's launches into batched launches
+  // (gpu/common/batch_launch.h): set where every kernel its launches make through a batchable
+  // helper (launch_row_chunks) is followed by no plain launch of the same case. A record that
+  // launches a batchable kernel between plain ones (expert_mlp's GEMMs around SwiGLU) leaves it
+  // unset; a plain launch after a collected one throws, and the GPU tests run every record's batches.
+  bool collect_launches = false;
 };
 
 using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
@@ -59,18 +65,29 @@ using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
 // threads run at once, each on its own stream and its own buffers.
 Impl kernel_impl(KernelRecord record, Validate validate, int ilp = kIlpDefault);
 
+// What run_batch did with a batch: whether its cases were staged together, and how many of their
+// launches were collected into batched launches (gpu/common/batch_launch.h), in how many.
+struct BatchRunInfo {
+  bool staged = false;
+  int64_t collected = 0;
+  int64_t batched_launches = 0;
+};
+
 // Runs several cases of one record in one round trip where they are small: each case validated,
 // every valid case's tensors staged together (CaseBatchTensors: one copy in), each bound and
-// launched in the cases' order on the calling thread's stream, then one copy out and one
-// synchronization for all. A case's outcome is the bytes or the error of its run alone through
-// kernel_impl: each case lies as it lies alone, apart from the others behind a poisoned guard, and
-// their launches run one after another on one stream. A batch that cannot be staged together runs
-// case by case; `staged`, where given, says which. A failure of the copy out or the synchronization
-// (an error inside some case's kernels) runs the launched cases again one at a time, so that each
-// gets its own outcome, except after a sticky fault (gpu/runtime.h), which leaves nothing on the
-// context able to run: then each launched case gets the fault.
+// launched in the cases' order on the calling thread's stream, the launches of kernels that a
+// batched launch can run collected and launched together once every case is bound (a launch for
+// each such kernel instead of one a case), then one copy out and one synchronization for all. A
+// case's outcome is the bytes or the error of its run alone through kernel_impl: each case lies as
+// it lies alone, apart from the others behind a poisoned guard, and each of its elements is
+// computed by the code that computes it alone. A batch that cannot be staged together runs case by
+// case; `info`, where given, says which, and what was collected. A failure of a batched launch, the
+// copy out or the synchronization (an error inside some case's kernels) runs the launched cases
+// again one at a time, so that each gets its own outcome, except after a sticky fault
+// (gpu/runtime.h), which leaves nothing on the context able to run: then each launched case gets
+// the fault.
 std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& validate, const ContractInfo& contract,
                                     const std::vector<const Case*>& cases, int ilp = kIlpDefault,
-                                    bool* staged = nullptr);
+                                    BatchRunInfo* info = nullptr);
 
 }  // namespace bitparity::gpu

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -13,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "core/dtype.h"
+#include "gpu/common/batch_launch.h"
 #include "gpu/common/dtype_io.cuh"
 #include "gpu/common/ilp.h"
 #include "gpu/common/shared_limit.h"
@@ -137,18 +139,86 @@ T* advanced(T* p, int64_t bytes) {
   return p ? reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes) : p;
 }
 
+// --- row-chunk kernels, alone or batched -----------------------------------------------------
+//
+// An elementwise kernel is a body, a struct with
+//   using Args = ...;                      // the launcher's argument struct (trivially copyable, with `rows` and `stream`)
+//   static constexpr int kMinBlocks = ...; // __launch_bounds__'s second argument
+//   static __device__ void run(const Args&, Divider per_row, GridPos at);
+// that walks its work items with at.block and at.blocks where a kernel alone uses blockIdx.x and
+// gridDim.x. row_chunk_kernel<Body> runs it alone; row_chunk_batch_kernel<Body> runs the bodies of
+// several cases in one launch, case blockIdx.y on blocks [0, its own grid) of blockIdx.x, at the
+// grid position it has alone, so that every case's items go to the threads they go to alone and
+// each element is computed by the same code (gpu/common/batch_launch.h).
+
+// Where a body works: its block among its case's blocks.
+struct GridPos {
+  uint32_t block, blocks;
+};
+
+// One case's launch in a batched launch: its arguments, and the grid it has alone.
+template <class Args>
+struct RowChunk {
+  Args args;
+  Divider per_row;
+  uint32_t blocks;
+};
+
+// Kernel parameters a batched launch passes: under the 4 KiB that every CUDA launch takes.
+inline constexpr size_t kBatchParamBytes = 4000;
+
+template <class Body>
+struct RowChunkBatch {
+  using Item = RowChunk<typename Body::Args>;
+  static constexpr int kItems = static_cast<int>(std::min<size_t>(32, kBatchParamBytes / sizeof(Item)));
+  static_assert(kItems >= 2, "a batched launch of fewer than two cases");
+  static_assert(std::is_trivially_copyable_v<Item>, "a batched launch copies its cases' arguments as bytes");
+  Item item[kItems];
+};
+
 #if defined(__CUDACC__)
-// Launches kKernel(chunk, Divider(per_row)) for each row chunk of `args` (for_each_row_chunk), on a
-// resident grid, and checks the launch; advance(chunk, first_row) moves the chunk's tensors to its
-// first row.
-template <auto kKernel, class Args, class Advance>
-void launch_row_chunks(const Args& args, int64_t per_row, const char* what, Advance&& advance) {
+template <class Body>
+__global__ void __launch_bounds__(kThreads, Body::kMinBlocks)
+    row_chunk_kernel(typename Body::Args args, Divider per_row) {
+  Body::run(args, per_row, GridPos{blockIdx.x, gridDim.x});
+}
+
+template <class Body>
+__global__ void __launch_bounds__(kThreads, Body::kMinBlocks) row_chunk_batch_kernel(RowChunkBatch<Body> batch) {
+  const typename RowChunkBatch<Body>::Item& c = batch.item[blockIdx.y];
+  if (blockIdx.x < c.blocks) Body::run(c.args, c.per_row, GridPos{blockIdx.x, c.blocks});
+}
+
+// BatchFlush of row_chunk_batch_kernel<Body>: `count` RowChunk items, grid (blocks, count).
+template <class Body>
+void launch_row_chunk_batch(const unsigned char* items, int count, unsigned blocks, void* stream, const char* what) {
+  RowChunkBatch<Body> batch;
+  std::memcpy(static_cast<void*>(batch.item), items, static_cast<size_t>(count) * sizeof(typename RowChunkBatch<Body>::Item));
+  row_chunk_batch_kernel<Body><<<dim3(blocks, static_cast<unsigned>(count)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch);
+  check_launch(what, stream);
+}
+
+// Launches Body on each row chunk of `args` (for_each_row_chunk), on a resident grid, and checks
+// the launch; advance(chunk, first_row) moves the chunk's tensors to its first row. While the
+// calling thread collects launches (run_batch), each chunk is collected instead, to be launched
+// with the other cases' launches of the same body.
+template <class Body, class Advance>
+void launch_row_chunks(const typename Body::Args& args, int64_t per_row, const char* what, Advance&& advance) {
+  using Args = typename Body::Args;
+  constexpr auto kKernel = row_chunk_kernel<Body>;
+  LaunchBatch* batch = collecting_launches();
   for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
     Args chunk = args;
     chunk.rows = rows;
     advance(chunk, first);
-    kKernel<<<resident_grid<kKernel>(rows * per_row), kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(
-        chunk, Divider(static_cast<uint32_t>(per_row)));
+    const unsigned grid = resident_grid<kKernel>(rows * per_row);
+    const Divider divider(static_cast<uint32_t>(per_row));
+    if (batch) {
+      const RowChunk<Args> item{chunk, divider, grid};
+      batch->add(&launch_row_chunk_batch<Body>, RowChunkBatch<Body>::kItems, &item, sizeof item, grid, args.stream, what);
+      return;
+    }
+    kKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(chunk, divider);
     check_launch(what, args.stream);
   });
 }

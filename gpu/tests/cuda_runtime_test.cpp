@@ -509,7 +509,8 @@ size_t batch_bytes(const OpInfo& op, const ContractInfo& contract, const std::ve
 }
 
 // Every kernel record's batch gives each case what its run alone gives (the same bytes, or the
-// same error), staged together and case by case. Launches are unchecked here, as in a campaign:
+// same error), staged together (the elementwise SwiGLU kernels' cases then in batched launches) and
+// case by case. Launches are unchecked here, as in a campaign:
 // a checked launch synchronizes after every case and would hide a case that reads or writes
 // another's memory while that one's kernels run. The order-of-arrival contracts are left out: two
 // runs alone already differ.
@@ -522,6 +523,7 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
   } restore;
   set_checked_launches(false);
   int batches = 0, pooled_batches = 0, staged_batches = 0, compared = 0, errors = 0;
+  int64_t collected = 0, batched_launches = 0;
   for (const KernelRecord& k : kernel_records()) {
     const OpInfo* op = harness_registry().op(k.op);
     ASSERT_NE(op, nullptr) << k.op;
@@ -551,15 +553,28 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
       }
       for (const BufferMode mode : {BufferMode::kPooled, BufferMode::kSeparate}) {
         set_buffer_mode(mode);
-        bool staged = false;
-        const std::vector<BatchOutcome> outcomes = run_batch(k, op->validate, *contract, pointers, kIlpDefault, &staged);
+        BatchRunInfo info;
+        const std::vector<BatchOutcome> outcomes = run_batch(k, op->validate, *contract, pointers, kIlpDefault, &info);
         set_buffer_mode(BufferMode::kPooled);
+        const bool staged = info.staged;
         const std::string where = k.op + "_" + std::string(direction_name(direction)) + " " + k.contract +
                                   (mode == BufferMode::kPooled ? ", staged together" : ", case by case");
         const bool fits = batch_bytes(*op, *contract, cases) <= CaseTensors::kSharedCaseBytes;
         EXPECT_EQ(staged, mode == BufferMode::kPooled && fits) << where;
         staged_batches += staged ? 1 : 0;
         pooled_batches += mode == BufferMode::kPooled ? 1 : 0;
+        // The elementwise SwiGLU kernels (launch_row_chunks) run a staged batch's cases in batched
+        // launches; no other record's launches are collected, and nothing is case by case.
+        const bool batched_kernels = k.op == "swiglu" || (k.op == "swiglu_scale" && direction == Direction::kForward);
+        EXPECT_EQ(k.collect_launches, k.op == "swiglu" || k.op == "swiglu_scale") << where;
+        if (staged && batched_kernels) {
+          EXPECT_GE(info.collected, 1) << where;
+          EXPECT_LE(info.batched_launches, info.collected) << where;
+          collected += info.collected;
+          batched_launches += info.batched_launches;
+        } else {
+          EXPECT_EQ(info.collected, 0) << where;
+        }
         ASSERT_EQ(outcomes.size(), cases.size()) << where;
         ++batches;
         for (size_t i = 0; i < cases.size(); ++i) {
@@ -582,6 +597,9 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
   RecordProperty("batches", batches);
   RecordProperty("staged_batches", staged_batches);
   RecordProperty("cases", compared);
+  EXPECT_LT(batched_launches, collected) << "no batched launch ran more than one case";
+  RecordProperty("collected_launches", static_cast<int>(collected));
+  RecordProperty("batched_launches", static_cast<int>(batched_launches));
 }
 
 // A launch's workspace is the thread's buffer on the thread's stream while no other holds it, the

@@ -1,0 +1,80 @@
+#include "gpu/common/batch_launch.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace bitparity::gpu {
+namespace {
+
+thread_local LaunchBatch* current = nullptr;
+
+}  // namespace
+
+void LaunchBatch::begin_case() { case_last_group_ = -1; }
+
+void LaunchBatch::add(BatchFlush flush, int max_items, const void* item, size_t bytes, unsigned blocks, void* stream,
+                      const char* what) {
+  if (!flush || max_items < 1 || bytes == 0) throw std::logic_error("LaunchBatch::add: no flush, items or bytes");
+  auto find = [&] {
+    return std::find_if(groups_.begin(), groups_.end(),
+                        [&](const Group& g) { return g.flush == flush && g.stream == stream; });
+  };
+  auto it = find();
+  // A group before the case's last one: launched in group order, this launch would run before that
+  // one. Everything collected goes first, and the collecting starts again.
+  if (it != groups_.end() && static_cast<int>(it - groups_.begin()) < case_last_group_) {
+    launch_all();
+    it = groups_.end();
+  }
+  if (it == groups_.end()) {
+    Group g;
+    g.flush = flush;
+    g.stream = stream;
+    g.max_items = max_items;
+    g.item_bytes = bytes;
+    g.what = what;
+    groups_.push_back(std::move(g));
+    it = std::prev(groups_.end());
+  }
+  if (it->item_bytes != bytes || it->max_items != max_items)
+    throw std::logic_error("LaunchBatch::add: one kernel's items of different sizes");
+  const auto* p = static_cast<const unsigned char*>(item);
+  it->bytes.insert(it->bytes.end(), p, p + bytes);
+  it->blocks.push_back(blocks);
+  case_last_group_ = static_cast<int>(it - groups_.begin());
+  ++items_;
+}
+
+void LaunchBatch::note_direct_launch(const char* what) const {
+  if (case_last_group_ >= 0)
+    throw std::logic_error(std::string("a launch of ") + what +
+                           " follows a collected launch of the same case, which would run after it (gpu/common/batch_launch.h)");
+}
+
+void LaunchBatch::launch_all() {
+  std::vector<Group> groups = std::move(groups_);
+  groups_.clear();
+  case_last_group_ = -1;
+  for (const Group& g : groups) {
+    const int n = static_cast<int>(g.blocks.size());
+    for (int first = 0; first < n; first += g.max_items) {
+      const int count = std::min(g.max_items, n - first);
+      const unsigned blocks = *std::max_element(g.blocks.begin() + first, g.blocks.begin() + first + count);
+      ++launches_;
+      g.flush(g.bytes.data() + static_cast<size_t>(first) * g.item_bytes, count, blocks, g.stream, g.what);
+    }
+  }
+}
+
+LaunchBatch* collecting_launches() { return current; }
+
+CollectLaunches::CollectLaunches(LaunchBatch& batch) {
+  if (current) throw std::logic_error("CollectLaunches: the thread already collects launches");
+  current = &batch;
+}
+
+CollectLaunches::~CollectLaunches() { current = nullptr; }
+
+}  // namespace bitparity::gpu
