@@ -389,10 +389,14 @@ void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, c
                                                      benchmark::Counter::kIsRate);
   state.counters["pool"] = static_cast<double>(pool.cases.size());
   if (calls > 0) {
-    state.counters["staged"] = static_cast<double>(staged) / static_cast<double>(calls);
-    // Launches collected into batched launches, and those batched launches, a batch.
-    state.counters["collected"] = static_cast<double>(collected) / static_cast<double>(calls);
-    state.counters["batched_launches"] = static_cast<double>(batched_launches) / static_cast<double>(calls);
+    // A batch's, averaged over the threads (each thread's counters are summed otherwise).
+    const auto per_batch = [calls](int64_t n) {
+      return benchmark::Counter(static_cast<double>(n) / static_cast<double>(calls), benchmark::Counter::kAvgThreads);
+    };
+    state.counters["staged"] = per_batch(staged);
+    // Launches collected into batched launches, and those batched launches.
+    state.counters["collected"] = per_batch(collected);
+    state.counters["batched_launches"] = per_batch(batched_launches);
   }
 }
 

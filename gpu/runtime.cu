@@ -71,8 +71,9 @@ bool checked_launches() { return checked_flag(); }
 void set_checked_launches(bool on) { checked_flag() = on; }
 
 void check_launch(const char* what, void* stream) {
+  const cudaError_t err = cudaGetLastError();  // read first: a launch's error is not left for a later one
   if (const LaunchBatch* batch = collecting_launches()) batch->note_direct_launch(what);
-  if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) check_cuda(err, std::string(what) + " launch");
+  if (err != cudaSuccess) check_cuda(err, std::string(what) + " launch");
   if (checked_launches())
     check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), std::string(what) + " execution");
 }

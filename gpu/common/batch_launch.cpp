@@ -1,9 +1,10 @@
 #include "gpu/common/batch_launch.h"
 
 #include <algorithm>
-#include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace bitparity::gpu {
 namespace {
@@ -22,10 +23,16 @@ void LaunchBatch::add(BatchFlush flush, int max_items, const void* item, size_t 
                         [&](const Group& g) { return g.flush == flush && g.stream == stream; });
   };
   auto it = find();
-  // A group before the case's last one: launched in group order, this launch would run before that
-  // one. Everything collected goes first, and the collecting starts again.
-  if (it != groups_.end() && static_cast<int>(it - groups_.begin()) < case_last_group_) {
-    launch_all();
+  // The group of the case's last launch or one before it: launched in group order, this launch
+  // would run with that one or before it. Everything collected goes first, and the collecting
+  // starts again. A failure of those launches is kept for launch_all to throw, so that it is the
+  // batch's failure and not this case's alone.
+  if (it != groups_.end() && static_cast<int>(it - groups_.begin()) <= case_last_group_) {
+    try {
+      launch_all();
+    } catch (...) {
+      if (!failure_) failure_ = std::current_exception();
+    }
     it = groups_.end();
   }
   if (it == groups_.end()) {
@@ -57,6 +64,7 @@ void LaunchBatch::launch_all() {
   std::vector<Group> groups = std::move(groups_);
   groups_.clear();
   case_last_group_ = -1;
+  if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
   for (const Group& g : groups) {
     const int n = static_cast<int>(g.blocks.size());
     for (int first = 0; first < n; first += g.max_items) {

@@ -10,8 +10,9 @@
 // they must run in the order the case made them; the cases are independent. Collected launches
 // are kept in groups, one a kernel, in the order the groups were first used, and launched group
 // after group: a case whose launches use groups in that order keeps its order. A collected launch
-// whose group comes before the group of the case's previous collected launch would not, so that
-// everything collected is launched first. A launch that is not collected (a plain kernel launch,
+// whose group is that of the case's previous collected launch (it would run beside it) or comes
+// before it (it would run first) would not, so that everything collected is launched first. A
+// launch that is not collected (a plain kernel launch,
 // whose check_launch is called while collecting) after one of the same case that is would run
 // before it: that is an error of the launcher's code (std::logic_error), which no launcher of
 // bitparity makes; the GPU tests run every record through run_batch against its runs alone. (A copy
@@ -22,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <vector>
 
 namespace bitparity::gpu {
@@ -39,15 +41,17 @@ class LaunchBatch {
   // The launches after this belong to the next case.
   void begin_case();
   // Collects one launch of `blocks` blocks: `item` (`bytes` bytes) for the group of `flush`, which
-  // takes at most `max_items` items a launch, on `stream`; `what` names the kernel in errors.
+  // takes at most `max_items` items a launch, on `stream`; `what` names the kernel in errors and
+  // is kept, not copied (a string literal). Where the case's order needs what was collected
+  // launched first, it is launched here; a failure of it is thrown by the next launch_all.
   void add(BatchFlush flush, int max_items, const void* item, size_t bytes, unsigned blocks, void* stream,
            const char* what);
   // A launch that is not collected, made now (check_launch): std::logic_error where the current case
   // has a collected launch still waiting, which would run after it.
   void note_direct_launch(const char* what) const;
   // Launches everything collected, group after group in the order of their first use, each in
-  // launches of at most its max_items items; empties the batch. Throws the first launch's CudaError
-  // (what was not launched is dropped).
+  // launches of at most its max_items items; empties the batch. Throws the first failure: of a
+  // launch made in add, or of one here (what was not launched is dropped).
   void launch_all();
 
   // Items collected since the batch was made, and the batched launches made for them.
@@ -67,6 +71,7 @@ class LaunchBatch {
   std::vector<Group> groups_;
   int case_last_group_ = -1;  // the group of the current case's last collected launch
   int64_t items_ = 0, launches_ = 0;
+  std::exception_ptr failure_;  // of the launches add made, until launch_all throws it
 };
 
 // The calling thread's batch while a CollectLaunches lives on it, else nullptr.

@@ -76,13 +76,12 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
   bool replay = false;
   try {
     collected.launch_all();
-    if (info) info->collected = collected.items(), info->batched_launches = collected.launches();
     std::vector<TensorMap> outputs = batch.download_outputs();
     for (size_t j = 0; j < valid.size(); ++j)
       if (launched[j]) outcomes[valid[j]].outputs = std::move(outputs[j]);
   } catch (...) {
-    // The batch's copy out or synchronization failed: an error of some case's kernels, which the
-    // batch cannot name. Where the context survives it, the launched cases run again one at a time
+    // A batched launch, the batch's copy out or its synchronization failed: an error of some case's
+    // kernels, which the batch cannot name. Where the context survives it, the launched cases run again one at a time
     // and each gets its own outcome; after a sticky fault nothing on this context can run again, and
     // each launched case gets the fault (as every case after it does when cases run alone).
     const std::exception_ptr error = std::current_exception();
@@ -96,6 +95,7 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
       for (size_t j = 0; j < valid.size(); ++j)
         if (launched[j]) outcomes[valid[j]].error = error;
   }
+  if (info) info->collected = collected.items(), info->batched_launches = collected.launches();
   if (replay) {
     const Impl alone = kernel_impl(record, validate, ilp);
     for (size_t j = 0; j < valid.size(); ++j) {

@@ -102,15 +102,36 @@ TEST(LaunchBatch, ACaseOutOfTheGroupsOrderSendsWhatWasCollectedFirst) {
   ASSERT_EQ(flushed.size(), 3u);
   EXPECT_EQ(flushed[2].kernel, 'a');
   EXPECT_EQ(flushed[2].items, (std::vector<int>{4}));
-  // The same kernel twice in a case keeps its order.
+  // The same kernel twice in a case: in one launch the two would run at once. The first goes out
+  // before the second is collected.
   flushed.clear();
   b.begin_case();
   add(b, &flush<'a'>, 8, 5, 1);
   add(b, &flush<'a'>, 8, 6, 1);
-  EXPECT_TRUE(flushed.empty());
-  b.launch_all();
   ASSERT_EQ(flushed.size(), 1u);
-  EXPECT_EQ(flushed[0].items, (std::vector<int>{5, 6}));
+  EXPECT_EQ(flushed[0].items, (std::vector<int>{5}));
+  b.launch_all();
+  ASSERT_EQ(flushed.size(), 2u);
+  EXPECT_EQ(flushed[1].items, (std::vector<int>{6}));
+}
+
+// A launch that add makes (a case out of the groups' order) and that fails is the batch's failure:
+// launch_all throws it, after the rest was collected, rather than the case that happened to be
+// adding.
+TEST(LaunchBatch, AFailureOfALaunchMadeWhileCollectingIsThrownByLaunchAll) {
+  flushed.clear();
+  LaunchBatch b;
+  const BatchFlush failing = [](const unsigned char*, int, unsigned, void*, const char*) {
+    throw std::runtime_error("launch failed");
+  };
+  b.begin_case();
+  add(b, failing, 8, 1, 1);
+  EXPECT_NO_THROW(add(b, failing, 8, 2, 1));  // launches the first, which fails
+  b.begin_case();
+  add(b, &flush<'b'>, 8, 3, 1);
+  EXPECT_THROW(b.launch_all(), std::runtime_error);
+  EXPECT_TRUE(flushed.empty()) << "launched after the failure";
+  EXPECT_NO_THROW(b.launch_all());  // thrown once; the batch is empty
 }
 
 // A plain launch after a collected one of the same case would run first: an error. Before the
@@ -130,6 +151,7 @@ TEST(LaunchBatch, APlainLaunchAfterACollectedOneOfTheCaseIsAnError) {
 TEST(LaunchBatch, ItemsOfOneKernelHaveOneSize) {
   LaunchBatch b;
   add(b, &flush<'a'>, 8, 1, 1);
+  b.begin_case();
   const double other = 2;
   EXPECT_THROW(b.add(&flush<'a'>, 8, &other, sizeof other, 1, nullptr, "k"), std::logic_error);
   EXPECT_THROW(b.add(nullptr, 8, &other, sizeof other, 1, nullptr, "k"), std::logic_error);

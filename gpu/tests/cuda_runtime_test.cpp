@@ -569,7 +569,6 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
         EXPECT_EQ(k.collect_launches, k.op == "swiglu" || k.op == "swiglu_scale") << where;
         if (staged && batched_kernels) {
           EXPECT_GE(info.collected, 1) << where;
-          EXPECT_LE(info.batched_launches, info.collected) << where;
           collected += info.collected;
           batched_launches += info.batched_launches;
         } else {
