@@ -70,8 +70,8 @@ void LaunchBatch::launch_all() {
     for (int first = 0; first < n; first += g.max_items) {
       const int count = std::min(g.max_items, n - first);
       const unsigned blocks = *std::max_element(g.blocks.begin() + first, g.blocks.begin() + first + count);
-      ++launches_;
       g.flush(g.bytes.data() + static_cast<size_t>(first) * g.item_bytes, count, blocks, g.stream, g.what);
+      ++launches_;
     }
   }
 }

@@ -1,23 +1,23 @@
 // Launches of several small cases folded into few: while run_batch (gpu/common/kernel_record.h)
 // launches a batch's cases, a kernel launched through a batchable helper (launch_row_chunks,
 // gpu/common/launch.cuh) is not launched at once but collected here, and the collected launches of
-// one kernel are then launched together as one batched launch (the kernel's twin that takes
-// every case's arguments and finds its own by blockIdx.y). A small case costs the driver a launch
-// call a kernel; a batch of 16 cases then costs one a kernel for all 16, and the driver's calls are
-// what bounds a campaign of small cases on a GPU (bench/NOTES.md, "Where the jobs wait").
+// one kernel are then launched together as one batched launch (the kernel's twin that takes up to
+// 32 cases' arguments and finds its own by blockIdx.y). A small case costs the driver a launch
+// call a kernel; a batch of 16 cases then costs one a kernel instantiation for all 16. Where the
+// driver's calls bound a campaign's jobs (bench/NOTES.md, "Where the jobs wait"), that is what
+// moves it.
 //
 // Order. A case's launches may depend on one another (the second reads what the first wrote), so
-// they must run in the order the case made them; the cases are independent. Collected launches
-// are kept in groups, one a kernel, in the order the groups were first used, and launched group
-// after group: a case whose launches use groups in that order keeps its order. A collected launch
-// whose group is that of the case's previous collected launch (it would run beside it) or comes
-// before it (it would run first) would not, so that everything collected is launched first. A
-// launch that is not collected (a plain kernel launch,
-// whose check_launch is called while collecting) after one of the same case that is would run
-// before it: that is an error of the launcher's code (std::logic_error), which no launcher of
-// bitparity makes; the GPU tests run every record through run_batch against its runs alone. (A copy
-// or a memset after a collected launch is not seen here: a launcher whose kernels are collected
-// makes none after them.)
+// they must run in the order the case made them; the cases are independent. Collected launches are
+// kept in groups, one a kernel, in the order the groups were first used, and launched group after
+// group: a case whose launches use groups in that order keeps its order. A collected launch whose
+// group is that of the case's previous collected launch (it would run beside it) or comes before
+// it (it would run first) would not, so that everything collected is launched first. A launch that
+// is not collected (a plain kernel launch, whose check_launch is called while collecting) after one
+// of the same case that is would run before it: that is an error of the launcher's code
+// (std::logic_error), which no record that collects makes (KernelRecord::collect_launches); the GPU
+// tests run every record through run_batch against its runs alone. (A copy or a memset after a
+// collected launch is not seen here: a launcher whose kernels are collected makes none after them.)
 // Host code, no CUDA types.
 #pragma once
 
