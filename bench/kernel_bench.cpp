@@ -387,7 +387,8 @@ void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, c
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(pool.cases.size()));
   state.counters["cases_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(pool.cases.size()),
                                                      benchmark::Counter::kIsRate);
-  state.counters["pool"] = benchmark::Counter(static_cast<double>(pool.cases.size()), benchmark::Counter::kAvgThreads);
+  state.counters["pool"] =
+      benchmark::Counter(static_cast<double>(pool.cases.size()), benchmark::Counter::kAvgThreads);
   if (calls > 0) {
     // A batch's, averaged over the threads (each thread's counters are summed otherwise).
     const auto per_batch = [calls](int64_t n) {

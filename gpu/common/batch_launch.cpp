@@ -57,7 +57,8 @@ void LaunchBatch::add(BatchFlush flush, int max_items, const void* item, size_t 
 void LaunchBatch::note_direct_launch(const char* what) const {
   if (case_last_group_ >= 0)
     throw std::logic_error(std::string("a launch of ") + what +
-                           " follows a collected launch of the same case, which would run after it (gpu/common/batch_launch.h)");
+                           " follows a collected launch of the same case, which would run after it "
+                           "(gpu/common/batch_launch.h)");
 }
 
 void LaunchBatch::launch_all() {

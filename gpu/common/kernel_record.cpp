@@ -1,10 +1,10 @@
 #include "gpu/common/kernel_record.h"
 
-#include "gpu/common/batch_launch.h"
-
 #include <optional>
 #include <stdexcept>
 #include <utility>
+
+#include "gpu/common/batch_launch.h"
 
 namespace bitparity::gpu {
 
@@ -81,9 +81,10 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
       if (launched[j]) outcomes[valid[j]].outputs = std::move(outputs[j]);
   } catch (...) {
     // A batched launch, the batch's copy out or its synchronization failed: an error of some case's
-    // kernels, which the batch cannot name. Where the context survives it, the launched cases run again one at a time
-    // and each gets its own outcome; after a sticky fault nothing on this context can run again, and
-    // each launched case gets the fault (as every case after it does when cases run alone).
+    // kernels, which the batch cannot name. Where the context survives it, the launched cases run
+    // again one at a time and each gets its own outcome; after a sticky fault nothing on this
+    // context can run again, and each launched case gets the fault (as every case after it does
+    // when cases run alone).
     const std::exception_ptr error = std::current_exception();
     try {
       throw;

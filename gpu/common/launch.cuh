@@ -142,8 +142,9 @@ T* advanced(T* p, int64_t bytes) {
 // --- row-chunk kernels, alone or batched -----------------------------------------------------
 //
 // An elementwise kernel is a body, a struct with
-//   using Args = ...;                      // the launcher's argument struct (trivially copyable, with `rows` and `stream`)
-//   static constexpr int kMinBlocks = ...; // __launch_bounds__'s second argument
+//   using Args = ...;                       // the launcher's arguments: trivially copyable, with `rows`
+//                                           // and `stream`
+//   static constexpr int kMinBlocks = ...;  // __launch_bounds__'s second argument
 //   static __device__ void run(const Args&, Divider per_row, GridPos at);
 // that walks its work items with at.block and at.blocks where a kernel alone uses blockIdx.x and
 // gridDim.x. row_chunk_kernel<Body> runs it alone; row_chunk_batch_kernel<Body> runs the bodies of
@@ -193,8 +194,10 @@ __global__ void __launch_bounds__(kThreads, Body::kMinBlocks) row_chunk_batch_ke
 template <class Body>
 void launch_row_chunk_batch(const unsigned char* items, int count, unsigned blocks, void* stream, const char* what) {
   RowChunkBatch<Body> batch;
-  std::memcpy(static_cast<void*>(batch.item), items, static_cast<size_t>(count) * sizeof(typename RowChunkBatch<Body>::Item));
-  row_chunk_batch_kernel<Body><<<dim3(blocks, static_cast<unsigned>(count)), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch);
+  using Item = typename RowChunkBatch<Body>::Item;
+  std::memcpy(static_cast<void*>(batch.item), items, static_cast<size_t>(count) * sizeof(Item));
+  const dim3 grid(blocks, static_cast<unsigned>(count));
+  row_chunk_batch_kernel<Body><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch);
   check_launch(what, stream);
 }
 
@@ -215,7 +218,8 @@ void launch_row_chunks(const typename Body::Args& args, int64_t per_row, const c
     const Divider divider(static_cast<uint32_t>(per_row));
     if (batch) {
       const RowChunk<Args> item{chunk, divider, grid};
-      batch->add(&launch_row_chunk_batch<Body>, RowChunkBatch<Body>::kItems, &item, sizeof item, grid, args.stream, what);
+      batch->add(&launch_row_chunk_batch<Body>, RowChunkBatch<Body>::kItems, &item, sizeof item, grid, args.stream,
+                 what);
       return;
     }
     kKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(args.stream)>>>(chunk, divider);
