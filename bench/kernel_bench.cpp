@@ -369,7 +369,8 @@ void batch_benchmark(benchmark::State& state, const gpu::KernelRecord& record, c
           continue;
         }
         gpu::BatchRunInfo info;
-        const std::vector<BatchOutcome> outcomes = gpu::run_batch(record, op.validate, contract, batch, gpu::kIlpDefault, &info);
+        const std::vector<BatchOutcome> outcomes =
+            gpu::run_batch(record, op.validate, contract, batch, gpu::kIlpDefault, &info);
         ++calls;
         staged += info.staged ? 1 : 0;
         collected += info.collected;
@@ -409,15 +410,15 @@ void register_batches() {
     // each case's launches made apart (".../separate_launches"), the same cases in the same run.
     static std::deque<gpu::KernelRecord> separate;
     const gpu::KernelRecord* apart = nullptr;
-    if (record.collect_launches) {
+    if (!record.collect_launches.empty()) {
       separate.push_back(record);
-      separate.back().collect_launches = false;
+      separate.back().collect_launches.clear();
       apart = &separate.back();
     }
     for (const auto& [direction, inputs] : op->inputs)
       for (const int n : kBatchSizes)
         for (const int threads : kBatchThreads)
-          for (const gpu::KernelRecord* r : {&record, n > 1 ? apart : nullptr}) {
+          for (const gpu::KernelRecord* r : {&record, n > 1 && record.collects(direction) ? apart : nullptr}) {
             if (!r) continue;
             const std::string name = "batch/" + op->name + "_" + std::string(direction_name(direction)) + "/" +
                                      record.contract + "/cases:" + std::to_string(n) +

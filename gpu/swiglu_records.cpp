@@ -208,8 +208,10 @@ std::vector<KernelRecord> swiglu_family_kernels() {
       {"swiglu_scale", "paddle_fused_shipped", bind_swiglu_scale_paddle, paddle},
   };
   // The elementwise kernels (swiglu's both directions, swiglu_scale's forward) go through
-  // launch_row_chunks, the only launch of their case; the weighted backwards launch plainly, alone.
-  for (KernelRecord& r : records) r.collect_launches = true;
+  // launch_row_chunks, the only launch of their case; the weighted backwards launch plainly.
+  for (KernelRecord& r : records)
+    r.collect_launches = r.op == "swiglu" ? std::vector<Direction>{Direction::kForward, Direction::kBackward}
+                                          : std::vector<Direction>{Direction::kForward};
   return records;
 }
 

@@ -15,7 +15,7 @@
 // it (it would run first) would not, so that everything collected is launched first. A launch that
 // is not collected (a plain kernel launch, whose check_launch is called while collecting) after one
 // of the same case that is would run before it: that is an error of the launcher's code
-// (std::logic_error), which no record that collects makes (KernelRecord::collect_launches); the GPU
+// (std::logic_error), which no direction a record collects makes (KernelRecord::collect_launches); the GPU
 // tests run every record through run_batch against its runs alone. (A copy or a memset after a
 // collected launch is not seen here: a launcher whose kernels are collected makes none after them.)
 // Host code, no CUDA types.

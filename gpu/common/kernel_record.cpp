@@ -56,8 +56,9 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
   std::vector<BoundLaunch> held;
   LaunchBatch collected;
   {
+    // A batch is one op and direction (run_batch_impl): collected where its direction is listed.
     std::optional<CollectLaunches> collecting;
-    if (record.collect_launches) collecting.emplace(collected);
+    if (!valid.empty() && record.collects(cases[valid.front()]->direction)) collecting.emplace(collected);
     for (size_t j = 0; j < valid.size(); ++j) {
       const size_t i = valid[j];
       const int64_t before = collected.items();

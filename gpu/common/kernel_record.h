@@ -5,6 +5,7 @@
 // launch on inputs uploaded once. No op writes host <-> device glue of its own. Host code.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -50,12 +51,17 @@ struct KernelRecord {
   // What the launch does on a case where a library decides it (cuBLAS's algorithm for the shape),
   // which findings about the record quote; empty when there is nothing to say.
   std::function<std::string(const Case&)> describe = {};
-  // Whether run_batch may collect the record's launches into batched launches
-  // (gpu/common/batch_launch.h): set where every kernel its launches make through a batchable
-  // helper (launch_row_chunks) is followed by no plain launch of the same case. A record that
-  // launches a batchable kernel between plain ones (expert_mlp's GEMMs around SwiGLU) leaves it
-  // unset; a plain launch after a collected one throws, and the GPU tests run every record's batches.
-  bool collect_launches = false;
+  // The directions whose launches run_batch collects into batched launches
+  // (gpu/common/batch_launch.h): those whose launcher makes a launch through a batchable helper
+  // (launch_row_chunks) and no plain launch of the same case after it. A record that launches a
+  // batchable kernel between plain ones (expert_mlp's GEMMs around SwiGLU) lists none; a plain
+  // launch after a collected one throws, and the GPU tests hold each listed direction's staged
+  // batches to collecting and every other to collecting nothing.
+  std::vector<Direction> collect_launches = {};
+
+  bool collects(Direction d) const {
+    return std::find(collect_launches.begin(), collect_launches.end(), d) != collect_launches.end();
+  }
 };
 
 using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;

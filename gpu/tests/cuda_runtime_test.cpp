@@ -563,11 +563,10 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
         EXPECT_EQ(staged, mode == BufferMode::kPooled && fits) << where;
         staged_batches += staged ? 1 : 0;
         pooled_batches += mode == BufferMode::kPooled ? 1 : 0;
-        // The elementwise SwiGLU kernels (launch_row_chunks) run a staged batch's cases in batched
-        // launches; no other record's launches are collected, and nothing is case by case.
-        const bool batched_kernels = k.op == "swiglu" || (k.op == "swiglu_scale" && direction == Direction::kForward);
-        EXPECT_EQ(k.collect_launches, k.op == "swiglu" || k.op == "swiglu_scale") << where;
-        if (staged && batched_kernels) {
+        // A direction the record lists (KernelRecord::collect_launches) runs a staged batch's cases
+        // in batched launches; no other direction's launches are collected, and nothing is case by
+        // case.
+        if (staged && k.collects(direction)) {
           EXPECT_GE(info.collected, 1) << where;
           collected += info.collected;
           batched_launches += info.batched_launches;
