@@ -3,9 +3,12 @@
 // bf16, each written to k = 8 slots) in several shapes of kernel: a thread per 16-byte packet (as
 // gpu/routing.cu's copy_rows), a block per token, several tokens per block, persistent blocks, TMA
 // bulk copies through shared memory; random slots, slots ascending per token and the expert-segment
-// layout that permute's index produces. It measures the payload without the index, so that the
-// index's share of permute's time is known. Not a test and not part of the build: a probe whose
-// results bench/NOTES.md records ("Issue 11, third pass").
+// layout that permute's index produces; phased rounds (a block an SM reads its rows into shared
+// memory, then writes them, with or without a grid barrier between the phases); permute backward's
+// gather (each token's 8 slot rows read, one row written) as a thread per packet and phased. It
+// measures the payloads without the index, so that the index's share of permute's time is known.
+// Not a test and not part of the build: a probe whose results bench/NOTES.md records ("Issue 11,
+// third pass" and the tenth entry of 2026-12-07).
 //   nvcc -O3 -arch=sm_90a -std=c++17 bench/permute_ceiling.cu -o build/permute_ceiling && build/permute_ceiling
 #include <cuda_runtime.h>
 #include <cstdio>
@@ -14,6 +17,8 @@
 #include <algorithm>
 #include <random>
 #include <functional>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d: %s\n", #x, __LINE__, cudaGetErrorString(e)); exit(1);} } while (0)
 
 __global__ void write_only(uint4* __restrict__ d, size_t n) {
@@ -162,6 +167,78 @@ __global__ void perm_tma2(const char* __restrict__ x, char* __restrict__ out, co
   asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
 
+
+// Phased: one block of 1024 threads an SM, each round every block reads `rows` token rows into
+// shared memory (the read phase), then writes each to its k slots (the write phase), so that the
+// memory sees reads and writes apart rather than one read among eight writes. kSync: the phases
+// are aligned over the whole grid by a grid barrier (a cooperative launch); otherwise each block
+// drifts on its own.
+template <bool kSync>
+__global__ void __launch_bounds__(1024, 1) perm_phased(const uint4* __restrict__ x, uint4* __restrict__ out, const int* __restrict__ slots, int P, int k, int T, int rows) {
+  extern __shared__ uint4 pbuf[];
+  const int per_round = gridDim.x * rows;
+  for (int t0 = 0; t0 < T; t0 += per_round) {
+    const int first = t0 + blockIdx.x * rows;
+    const int have = max(0, min(rows, T - first));
+    const int n = have * P;
+    const uint4* src = x + (int64_t)first * P;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < n; i += blockDim.x) pbuf[i] = src[i];
+    __syncthreads();
+    if (kSync) cg::this_grid().sync();
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int r = i / P, c = i - r * P;
+      const uint4 v = pbuf[i];
+      const int* sl = slots + (int64_t)(first + r) * k;
+      for (int s = 0; s < k; ++s) out[(int64_t)sl[s] * P + c] = v;
+    }
+    if (kSync) cg::this_grid().sync(); else __syncthreads();
+  }
+}
+// Phased gather (permute backward's pattern: each token's k slot rows read and summed in fp32,
+// one bf16 row written): a round reads `rows` tokens' k rows' sums into shared memory, then writes.
+template <bool kSync>
+__global__ void __launch_bounds__(1024, 1) gather_phased(const uint4* __restrict__ in, uint4* __restrict__ out, const int* __restrict__ slots, int P, int k, int T, int rows) {
+  extern __shared__ uint4 pbuf[];
+  const int per_round = gridDim.x * rows;
+  for (int t0 = 0; t0 < T; t0 += per_round) {
+    const int first = t0 + blockIdx.x * rows;
+    const int have = max(0, min(rows, T - first));
+    const int n = have * P;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int r = i / P, c = i - r * P;
+      const int* sl = slots + (int64_t)(first + r) * k;
+      uint4 v[8];
+#pragma unroll
+      for (int s = 0; s < 8; ++s) v[s] = in[(int64_t)sl[s] * P + c];
+      uint4 a = v[0];
+#pragma unroll
+      for (int s = 1; s < 8; ++s) { a.x += v[s].x; a.y += v[s].y; a.z += v[s].z; a.w += v[s].w; }
+      pbuf[i] = a;
+    }
+    __syncthreads();
+    if (kSync) cg::this_grid().sync();
+    uint4* dst = out + (int64_t)first * P;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = pbuf[i];
+    if (kSync) cg::this_grid().sync(); else __syncthreads();
+  }
+}
+// The gather as a thread per packet (gather_sum's shape, without the index): reads and the write mixed.
+__global__ void gather_packet(const uint4* __restrict__ in, uint4* __restrict__ out, const int* __restrict__ slots, int T, int P) {
+  uint32_t total = T * P, stride = gridDim.x * blockDim.x;
+  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < total; q += stride) {
+    const uint32_t r = q / P, c = q - r * P;
+    const int* sl = slots + (int64_t)r * 8;
+    uint4 v[8];
+#pragma unroll
+    for (int s = 0; s < 8; ++s) v[s] = in[(int64_t)sl[s] * P + c];
+    uint4 a = v[0];
+#pragma unroll
+    for (int s = 1; s < 8; ++s) { a.x += v[s].x; a.y += v[s].y; a.z += v[s].z; a.w += v[s].w; }
+    out[q] = a;
+  }
+}
+
 __global__ void iota(unsigned* p, size_t n) { for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = (unsigned)i * 2654435761u; }
 float timeit(std::function<void()> f, int reps = 15) {
   cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
@@ -256,6 +333,40 @@ int main() {
   perm_packet<2><<<sms * 4, 256>>>((const uint4*)x, (uint4*)o, slots, T, P, k); CK(cudaMemcpy(a.data(), o, ob, cudaMemcpyDeviceToHost));
   CK(cudaMemset(o, 0, ob)); perm_tma2<<<sms * 8, 32, 2 * row_bytes>>>(x, o, slots, row_bytes, k, T); CK(cudaMemcpy(b.data(), o, ob, cudaMemcpyDeviceToHost));
   printf("tma2 output %s packet output\n", a == b ? "equals" : "DIFFERS from");
+
+  // Phased rounds (reads apart from writes), one block of 1024 threads an SM.
+  {
+    const int max_rows = (227 * 1024) / row_bytes;  // rows of shared memory a block
+    for (int rows : {8, 16, max_rows}) {
+      const size_t sh = (size_t)rows * row_bytes;
+      CK(cudaFuncSetAttribute(perm_phased<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+      CK(cudaFuncSetAttribute(perm_phased<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+      CK(cudaFuncSetAttribute(gather_phased<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+      CK(cudaFuncSetAttribute(gather_phased<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sh));
+      char nm[96];
+      const uint4* xa = (const uint4*)x; uint4* oa = (uint4*)o; int Pa = P, ka = k, Ta = T, ra = rows;
+      void* args[] = {&xa, &oa, &slots, &Pa, &ka, &Ta, &ra};
+      snprintf(nm, 96, "permute phased, grid barrier, %d rows a round", rows);
+      rep(nm, tot, timeit([&] { CK(cudaLaunchCooperativeKernel((void*)perm_phased<true>, sms, 1024, args, sh)); }), copy_gbs);
+      snprintf(nm, 96, "permute phased, no barrier, %d rows a round", rows);
+      rep(nm, tot, timeit([&] { perm_phased<false><<<sms, 1024, sh>>>(xa, oa, slots, P, k, T, rows); }), copy_gbs);
+      const uint4* ia = (const uint4*)o; uint4* ga = (uint4*)s2;
+      void* gargs[] = {&ia, &ga, &slots, &Pa, &ka, &Ta, &ra};
+      snprintf(nm, 96, "gather phased, grid barrier, %d rows a round", rows);
+      rep(nm, tot, timeit([&] { CK(cudaLaunchCooperativeKernel((void*)gather_phased<true>, sms, 1024, gargs, sh)); }), copy_gbs);
+      snprintf(nm, 96, "gather phased, no barrier, %d rows a round", rows);
+      rep(nm, tot, timeit([&] { gather_phased<false><<<sms, 1024, sh>>>(ia, ga, slots, P, k, T, rows); }), copy_gbs);
+    }
+    for (int blocks : {sms * 4, sms * 8})  {
+      char nm[96]; snprintf(nm, 96, "gather packet grid %d", blocks);
+      rep(nm, tot, timeit([&] { gather_packet<<<blocks, 256>>>((const uint4*)o, (uint4*)s2, slots, T, P); }), copy_gbs);
+    }
+    std::vector<char> a(ob), b(ob);
+    perm_packet<2><<<sms * 4, 256>>>((const uint4*)x, (uint4*)o, slots, T, P, k); CK(cudaMemcpy(a.data(), o, ob, cudaMemcpyDeviceToHost));
+    CK(cudaMemset(o, 0, ob)); perm_phased<false><<<sms, 1024, 8 * row_bytes>>>((const uint4*)x, (uint4*)o, slots, P, k, T, 8);
+    CK(cudaMemcpy(b.data(), o, ob, cudaMemcpyDeviceToHost));
+    printf("phased output %s packet output\n", a == b ? "equals" : "DIFFERS from");
+  }
   rep("memcpy d2d again", 2 * half, timeit([&] { cudaMemcpyAsync(s2, o, half, cudaMemcpyDeviceToDevice); }), copy_gbs);
   return 0;
 }

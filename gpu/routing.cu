@@ -27,8 +27,9 @@
 //   copy_rows:      one item per (token, packet): the token's packet is read once and written to
 //                   each of its slots, as its bits (permute forward) or as dt(+0 + f32(x)) (unpermute
 //                   backward without probs: the embedding backward's sum into zeros).
-//   gather_sum:     one item per (token, packet): the slots' packets read 4 * ILP at a time and
-//                   added in four accumulators a_{j mod 4}, j ascending (rule 7, middle dim);
+//   gather_sum:     one item per (token, packet): the slots' values added in four accumulators
+//                   a_{j mod 4}, j ascending (rule 7, middle dim); a token of at most 8 slots has
+//                   all its loads in flight at once and is summed element by element from them;
 //                   with probs each value first times its slot's weight, read beside the slot's
 //                   position (permute backward, unpermute forward of the aligned contracts, H > 1).
 //   slot_row_sum:   the same sums at H == 1, where torch reduces the slots as the last dim of
@@ -659,14 +660,20 @@ struct GatherSum {
   void* stream = nullptr;
 };
 
-// kN elements an item (a 16-byte packet, or 1 where H is not a multiple of it); 4 * kIlp slots'
-// loads in flight. Slot j goes to accumulator j mod 4: a batch starts at a multiple of 4 * kIlp,
-// so that this is the batch index q mod 4, and each accumulator takes its slots in ascending j.
-template <class Act, int kN, int kIlp>
+// kN elements an item (a 16-byte packet or half of one, or 1 where H is not a multiple of it). Slot
+// j goes to accumulator j mod 4 (each from +0, slots in ascending j), and the item's value is
+// ((a0 + a1) + a2) + a3. A token of at most kBatch slots (k <= 8 at the default ILP: every token of
+// a top-k routing) has all its slots' loads in flight at once and is summed element
+// by element from them, so that no accumulators for the whole packet are held beside the loaded
+// packets; a token of more slots takes them 4 at a time, a quarter of the item a pass. Both paths
+// add the same values in the same order: the registers they need, not the bits, differ (the
+// kernel's register count sets how many threads an SM keeps, and so the loads in flight).
+template <class Act, int kN, int kBatch>
 __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divider per_row) {
   wait_for_predecessor();
   using S = typename Act::Storage;
-  constexpr int kBatch = 4 * kIlp;
+  constexpr int kWide = 4;                    // slots a step of the path for more than kBatch slots
+  constexpr int kSub = kN >= 4 ? kN / 4 : 1;  // elements a pass of that path
   const S* src = static_cast<const S*>(p.src);
   S* dst = static_cast<S*>(p.dst);
   const int64_t H = p.H;
@@ -676,41 +683,72 @@ __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divid
     const uint32_t r = per_row.div(k);
     const int64_t c = static_cast<int64_t>(k - r * per_row.d) * kN;
     const int begin = p.tok_off[r], end = p.tok_off[r + 1];
-    float acc[4][kN];
-#pragma unroll
-    for (int a = 0; a < 4; ++a)
-#pragma unroll
-      for (int i = 0; i < kN; ++i) acc[a][i] = 0.0f;
-    for (int s0 = begin; s0 < end; s0 += kBatch) {
+    float out[kN];
+    if (end - begin <= kBatch) {
       Chunk<Act, kN> v[kBatch];
       float weight[kBatch];
 #pragma unroll
       for (int q = 0; q < kBatch; ++q) {
         weight[q] = 1.0f;
-        if (s0 + q >= end) continue;
-        const int pos = p.slots[s0 + q];
+        if (begin + q >= end) continue;
+        const int pos = p.slots[begin + q];
         v[q] = load_raw<Act, kN>(src + static_cast<int64_t>(pos) * H + c);
-        if (p.slot_weight) weight[q] = p.slot_weight[s0 + q];
+        if (p.slot_weight) weight[q] = p.slot_weight[begin + q];
       }
 #pragma unroll
-      for (int q = 0; q < kBatch; ++q) {
-        if (s0 + q >= end) continue;
+      for (int i = 0; i < kN; ++i) {
+        float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int i = 0; i < kN; ++i) {
+        for (int q = 0; q < kBatch; ++q) {
+          if (begin + q >= end) continue;
           float x = Act::load(v[q].e[i]);
           if (p.slot_weight) x = __fmul_rn(x, weight[q]);
-          acc[q % 4][i] = __fadd_rn(acc[q % 4][i], x);
+          a[q % 4] = __fadd_rn(a[q % 4], x);
         }
+        out[i] = __fadd_rn(__fadd_rn(__fadd_rn(a[0], a[1]), a[2]), a[3]);
+      }
+    } else {
+      // A quarter of the item a pass (kSub elements: 4 bytes of a 16-bit packet), so that its
+      // accumulators and loads need fewer registers than the single-batch path above.
+#pragma unroll
+      for (int i0 = 0; i0 < kN; i0 += kSub) {
+        float acc[4][kSub];
+#pragma unroll
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+          for (int i = 0; i < kSub; ++i) acc[a][i] = 0.0f;
+        for (int s0 = begin; s0 < end; s0 += kWide) {  // a step starts at a multiple of 4: slot q's accumulator is q
+          Chunk<Act, kSub> v[kWide];
+          float weight[kWide];
+#pragma unroll
+          for (int q = 0; q < kWide; ++q) {
+            weight[q] = 1.0f;
+            if (s0 + q >= end) continue;
+            const int pos = p.slots[s0 + q];
+            v[q] = load_raw<Act, kSub>(src + static_cast<int64_t>(pos) * H + c + i0);
+            if (p.slot_weight) weight[q] = p.slot_weight[s0 + q];
+          }
+#pragma unroll
+          for (int q = 0; q < kWide; ++q) {
+            if (s0 + q >= end) continue;
+#pragma unroll
+            for (int i = 0; i < kSub; ++i) {
+              float x = Act::load(v[q].e[i]);
+              if (p.slot_weight) x = __fmul_rn(x, weight[q]);
+              acc[q][i] = __fadd_rn(acc[q][i], x);
+            }
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kSub; ++i)
+          out[i0 + i] = __fadd_rn(__fadd_rn(__fadd_rn(acc[0][i], acc[1][i]), acc[2][i]), acc[3][i]);
       }
     }
-    float out[kN];
-#pragma unroll
-    for (int i = 0; i < kN; ++i) out[i] = __fadd_rn(__fadd_rn(__fadd_rn(acc[0][i], acc[1][i]), acc[2][i]), acc[3][i]);
     store_chunk<Act, kN>(dst + static_cast<int64_t>(r) * H + c, out);
   }
 }
 
-template <class Act, int kN, int kIlp>
+template <class Act, int kN, int kBatch>
 void launch_gather_sum(const GatherSum& args) {
   const int64_t per_row = args.H / kN;
   for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
@@ -718,26 +756,28 @@ void launch_gather_sum(const GatherSum& args) {
     chunk.rows = rows;
     chunk.tok_off = args.tok_off + first;
     chunk.dst = advanced(args.dst, first * args.H * static_cast<int64_t>(sizeof(typename Act::Storage)));
-    constexpr auto kKernel = gather_sum_kernel<Act, kN, kIlp>;
+    constexpr auto kKernel = gather_sum_kernel<Act, kN, kBatch>;
     launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing gather_sum",
            chunk, Divider(static_cast<uint32_t>(per_row)));
   });
 }
 
-template <class Act, int kIlp>
-struct GatherSumLaunch {
-  static void run(const GatherSum& args) {
-    if (args.H % kPacket<Act> == 0) return launch_gather_sum<Act, kPacket<Act>, kIlp>(args);
-    launch_gather_sum<Act, 1, kIlp>(args);
-  }
-};
+// Items of kItem elements where H is a multiple of it, else of 1.
+template <class Act, int kItem, int kBatch>
+void gather_sum_items(const GatherSum& args) {
+  if (args.H % kItem == 0) return launch_gather_sum<Act, kItem, kBatch>(args);
+  launch_gather_sum<Act, 1, kBatch>(args);
+}
 
+// The ILP variants (each the same sums in the same order; the GPU tests compare their bits): 2 (the
+// default) 16-byte items with 8 slots' loads in flight; 1 the same with 4 (a token of k = 8 takes
+// the path of more slots); 4 half-packet items (8 bytes) with 8.
 template <class Act>
 void gather_sum_at_ilp(const GatherSum& args, int ilp) {
   switch (ilp == kIlpDefault ? 2 : ilp) {
-    case 1: return GatherSumLaunch<Act, 1>::run(args);
-    case 2: return GatherSumLaunch<Act, 2>::run(args);
-    case 4: return GatherSumLaunch<Act, 4>::run(args);
+    case 1: return gather_sum_items<Act, kPacket<Act>, 4>(args);
+    case 2: return gather_sum_items<Act, kPacket<Act>, 8>(args);
+    case 4: return gather_sum_items<Act, kPacket<Act> / 2, 8>(args);
     default: throw std::invalid_argument("routing: ilp must be 1, 2 or 4; got " + std::to_string(ilp));
   }
 }
