@@ -28,8 +28,9 @@
 //                   each of its slots, as its bits (permute forward) or as dt(+0 + f32(x)) (unpermute
 //                   backward without probs: the embedding backward's sum into zeros).
 //   gather_sum:     one item per (token, packet): the slots' values added in four accumulators
-//                   a_{j mod 4}, j ascending (rule 7, middle dim); a token of at most 8 slots has
-//                   all its loads in flight at once and is summed element by element from them;
+//                   a_{j mod 4}, j ascending (rule 7, middle dim); at the default ILP a token of at
+//                   most 8 slots has all its loads in flight at once and is summed element by
+//                   element from them, a token of more slots 4 slots at a time;
 //                   with probs each value first times its slot's weight, read beside the slot's
 //                   position (permute backward, unpermute forward of the aligned contracts, H > 1).
 //   slot_row_sum:   the same sums at H == 1, where torch reduces the slots as the last dim of
@@ -662,12 +663,12 @@ struct GatherSum {
 
 // kN elements an item (a 16-byte packet or half of one, or 1 where H is not a multiple of it). Slot
 // j goes to accumulator j mod 4 (each from +0, slots in ascending j), and the item's value is
-// ((a0 + a1) + a2) + a3. A token of at most kBatch slots (k <= 8 at the default ILP: every token of
-// a top-k routing) has all its slots' loads in flight at once and is summed element
-// by element from them, so that no accumulators for the whole packet are held beside the loaded
-// packets; a token of more slots takes them 4 at a time, a quarter of the item a pass. Both paths
-// add the same values in the same order: the registers they need, not the bits, differ (the
-// kernel's register count sets how many threads an SM keeps, and so the loads in flight).
+// ((a0 + a1) + a2) + a3. A token of at most kBatch slots (8 at the default ILP: every token of a
+// routing with k <= 8) has all its slots' loads in flight at once and is summed element by element
+// from them, so that no accumulators for the whole item are held beside the loaded packets; a token
+// of more slots takes them 4 at a time, kSub elements of the item a pass. Both paths add the same
+// values in the same order: the registers they need, not the bits, differ (the kernel's register
+// count sets how many threads an SM keeps, and so the loads in flight).
 template <class Act, int kN, int kBatch>
 __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divider per_row) {
   wait_for_predecessor();
@@ -708,7 +709,7 @@ __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divid
         out[i] = __fadd_rn(__fadd_rn(__fadd_rn(a[0], a[1]), a[2]), a[3]);
       }
     } else {
-      // A quarter of the item a pass (kSub elements: 4 bytes of a 16-bit packet), so that its
+      // kSub elements a pass (a quarter of a 16-byte item, else one element), so that its
       // accumulators and loads need fewer registers than the single-batch path above.
 #pragma unroll
       for (int i0 = 0; i0 < kN; i0 += kSub) {
@@ -769,9 +770,9 @@ void gather_sum_items(const GatherSum& args) {
   launch_gather_sum<Act, 1, kBatch>(args);
 }
 
-// The ILP variants (each the same sums in the same order; the GPU tests compare their bits): 2 (the
-// default) 16-byte items with 8 slots' loads in flight; 1 the same with 4 (a token of k = 8 takes
-// the path of more slots); 4 half-packet items (8 bytes) with 8.
+// The ILP variants (each the same sums in the same order; the GPU tests compare their bits), not
+// ILPs by name: 2 (the default) 16-byte items with 8 slots' loads in flight; 1 the same with 4 (a
+// token of 5 or more slots takes the path of more slots); 4 half-packet items (8 bytes) with 8.
 template <class Act>
 void gather_sum_at_ilp(const GatherSum& args, int ilp) {
   switch (ilp == kIlpDefault ? 2 : ilp) {

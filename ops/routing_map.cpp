@@ -537,7 +537,9 @@ void add_index_paths(const Routing& r, std::vector<std::string>& tags) {
 }
 
 // The payload kernels, where a row is moved: copy_rows in 16-, 8-, 4- or 2-byte vectors by the
-// row's bytes; gather_sum in 16-byte packets, else single elements; at H == 1 the slot row sum
+// row's bytes; gather_sum in 16-byte packets (half packets at ILP 4), else single elements, a token
+// of more than 8 slots (which generated maps do not have: the reference inputs of k = 12 reach it)
+// 4 slots at a time; at H == 1 the slot row sum
 // (and unpermute's backward with probs its product kernel); the order-of-arrival atomics in
 // 16-bit pairs where H is even.
 void add_payload_paths(const Routing& r, const Tensor& data, std::vector<std::string>& tags) {
