@@ -766,4 +766,9 @@ Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t se
   return map;
 }
 
+std::string reference_name(const ReferenceShape& s) {
+  return "tokens" + std::to_string(s.tokens) + "_H" + std::to_string(s.H) + "_E" + std::to_string(s.E) + "_k" +
+         std::to_string(s.k);
+}
+
 }  // namespace bitparity::ops::routing_map

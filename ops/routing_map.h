@@ -145,6 +145,23 @@ Tensor large_routing_map(int64_t tokens, int64_t experts, int64_t k, uint64_t se
 // or counts[t] where counts is given (unequal counts, padding rows).
 Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::vector<int64_t>& counts = {});
 
+// The reference inputs of permute and unpermute (unpermute takes each also with probs): T tokens
+// of H, E experts, k a token, and whether only the benchmarks take it. GLM-4.5-Air (E = 128) and
+// GLM-4.5 (E = 160) at 16384 tokens; for GPU tests a 2048-token case, one of 40000 tokens and 64
+// experts (the CUDA index scans 64 x 313 tile counts: two passes of its scan kernel, which generated
+// maps reach only in one tile, with more than 16384 experts), and one of k = 12 (more slots a token
+// than gather_sum's default batch of 8, which generated maps, k <= 8, never have).
+struct ReferenceShape {
+  int64_t tokens, H, E, k;
+  bool bench_only;
+};
+inline constexpr ReferenceShape kReferenceShapes[] = {
+    {16384, 4096, 128, 8, true}, {16384, 4096, 160, 8, true}, {2048, 4096, 128, 8, false},
+    {40000, 8, 64, 2, false},    {1000, 64, 32, 12, false}};
+
+// "tokens{T}_H{H}_E{E}_k{k}": a reference input's name, which benchmarks and reports show.
+std::string reference_name(const ReferenceShape& s);
+
 // The CUDA index (gpu/routing.cu) is one kernel for a map of one 128-token tile and at most this
 // many experts, three kernels otherwise (the kernel path index:one_kernel).
 inline constexpr int64_t kOneKernelExperts = 2048;

@@ -143,27 +143,11 @@ Case reference_case(Direction d, int64_t T, int64_t H, int64_t E, int64_t k, boo
   return c;
 }
 
-struct ReferenceShape {
-  int64_t tokens, H, E, k;
-  bool bench_only;
-};
-// GLM-4.5-Air (E = 128) and GLM-4.5 (E = 160) at 16384 tokens; for GPU tests a 2048-token case,
-// one of 40000 tokens and 64 experts (the CUDA index scans 64 x 313 tile counts: two passes of its
-// scan kernel, which generated maps reach only in one tile, with more than 16384 experts), and one
-// of k = 12 (more slots a token than gather_sum's default batch of 8, which generated maps, k <= 8,
-// never have).
-constexpr ReferenceShape kReferenceShapes[] = {{16384, 4096, 128, 8, true},
-                                               {16384, 4096, 160, 8, true},
-                                               {2048, 4096, 128, 8, false},
-                                               {40000, 8, 64, 2, false},
-                                               {1000, 64, 32, 12, false}};
-
 std::vector<ReferenceInput> reference_inputs(Direction d) {
   std::vector<ReferenceInput> out;
-  for (const ReferenceShape& s : kReferenceShapes)
+  for (const rm::ReferenceShape& s : rm::kReferenceShapes)
     for (const bool with_probs : {false, true}) {
-      const std::string name = "tokens" + std::to_string(s.tokens) + "_H" + std::to_string(s.H) + "_E" +
-                               std::to_string(s.E) + "_k" + std::to_string(s.k) + (with_probs ? "_probs" : "");
+      const std::string name = rm::reference_name(s) + (with_probs ? "_probs" : "");
       out.push_back({name, {}, [d, s, with_probs] { return reference_case(d, s.tokens, s.H, s.E, s.k, with_probs); },
                      s.bench_only});
     }
