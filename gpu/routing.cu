@@ -1,26 +1,30 @@
 // permute and unpermute (spec OP-2, OP-3): the routing index built on the device from the routing
 // map, and the kernels that move token rows through it.
 //
-// The index (every launch rebuilds it in the caller's workspace, three small kernels; a tile is
-// 128 tokens, a block of 4 warps with a lane per token):
+// The index (every launch rebuilds it in the caller's workspace, two or three small kernels; a tile
+// is 128 tokens, a block of 4 warps with a lane per token):
 //   1. count:  per tile and per group of 128 experts each warp loads its 32 rows' flags (16-byte
 //      loads where rows allow) and turns them by 32 ballots per 32 experts into column masks; the
 //      tile's column counts go to tile_count[e][tile] (expert-major), each token's first slot
 //      within its tile to tok_off, the tile's true entries to tile_rows.
-//   2. scan:   one block scans tile_count flattened (e-major, tile-minor) and tile_rows, each
-//      exclusive: tile_count[e][b] becomes off[e] + (column e's count in tiles before b), and
-//      tile_rows[b] the first slot of tile b; tok_off[T] gets the total.
+//   2. scan:   only where place does not sum the counts itself (more than 128 tiles, or more than
+//      kIndexPlaceSumsCounts tile counts): one block scans tile_count flattened (e-major,
+//      tile-minor) and tile_rows, each exclusive: tile_count[e][b] becomes off[e] + (column e's
+//      count in tiles before b), and tile_rows[b] the first slot of tile b; tok_off[T] gets the total.
 //   3. place:  per tile again: the column masks from ballots, the warps' column counts scanned over
-//      the tile's warps in shared memory from tile_count[e][b]; each lane then walks only its own
-//      true flags: position = (its warp's base of column e) + (flags of lower lanes in the column
-//      mask), slot j of t its j-th flag in ascending e. Writes tok_off, slots, pos_token, pos_expert
-//      and, for a weighted sum, slot_weight[s] = probs[t, e] of slot s.
+//      the tile's warps in shared memory from the column's base in the tile (the scan's
+//      tile_count[e][b], or, without the scan, summed by the block from the count kernel's
+//      tile_count row e and scanned over the experts; the tile's first slot likewise from
+//      tile_rows); each lane then walks only its own true flags: position = (its warp's base of
+//      column e) + (flags of lower lanes in the column mask), slot j of t its j-th flag in
+//      ascending e. Writes tok_off and slots; pos_token and pos_expert where the consumer takes a
+//      position's token; for a weighted sum, slot_weight[s] = probs[t, e] of slot s.
 // A map of one tile and at most 2048 experts (T <= 128: the small cases of a campaign) takes all
 // three steps in one block, one launch (index_one_tile_kernel). All integer sums, so the index is
 // exact and deterministic. Each kernel after count, and the payload kernel after place, is a
 // programmatic dependent launch: scheduled while its predecessor drains, it waits
 // (griddepcontrol.wait) before it reads what the predecessor wrote, so that no
-// launch gap separates the four kernels. At T = 16384, E = 160 the map is
+// launch gap separates the kernels. At T = 16384, E = 160 the map is
 // 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
 //
 // The payload kernels (grid-stride loops over 16-byte packets where the row allows):
@@ -271,11 +275,31 @@ __device__ __forceinline__ void group_flags(const uint8_t* row, int g0, int E, b
 
 static_assert(kTileTokens == kGroupExperts, "a thread of a tile's block owns one column of a group");
 
+// The exclusive scan of v over a tile's block (kTileTokens threads, in thread order); `total` gets
+// the block's sum. Every thread of the block must call it.
+__device__ __forceinline__ int tile_exclusive_scan(int v, int& total) {
+  __shared__ int warp_sums[kTileWarps];
+  const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
+  const int inclusive = warp_inclusive_scan(v);
+  if (lane == kWarpLanes - 1) warp_sums[warp] = inclusive;
+  __syncthreads();
+  int before = 0;
+  total = 0;
+#pragma unroll
+  for (int w = 0; w < kTileWarps; ++w) {
+    const int sum = warp_sums[w];
+    if (w < warp) before += sum;
+    total += sum;
+  }
+  __syncthreads();  // warp_sums is rewritten by the next call
+  return before + inclusive - v;
+}
+
 // Tile `tile` (a block of kTileTokens threads): its column counts into tile_count[e][tile], each
 // token's first slot within the tile into tok_off[t], the tile's true entries into tile_rows[tile].
 __device__ __forceinline__ void count_tile(const uint8_t* map, int T, int E, int tiles, int tile, int load, Index ix) {
   __shared__ int warp_count[kTileWarps][kGroupExperts];
-  __shared__ int warp_rows[kTileWarps];
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
   const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
@@ -300,17 +324,9 @@ __device__ __forceinline__ void count_tile(const uint8_t* map, int T, int E, int
     }
     __syncthreads();  // warp_count is rewritten by the next group
   }
-  const int inclusive = warp_inclusive_scan(row_count);
-  if (lane == kWarpLanes - 1) warp_rows[warp] = inclusive;
-  __syncthreads();
-  int before = 0, total = 0;
-#pragma unroll
-  for (int v = 0; v < kTileWarps; ++v) {
-    const int rows = warp_rows[v];
-    if (v < warp) before += rows;
-    total += rows;
-  }
-  if (valid) ix.tok_off[t] = before + inclusive - row_count;
+  int total = 0;
+  const int before = tile_exclusive_scan(row_count, total);
+  if (valid) ix.tok_off[t] = before;
   if (threadIdx.x == 0) ix.tile_rows[tile] = total;
 }
 
@@ -390,28 +406,76 @@ __global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, 
   if (threadIdx.x == 0) ix.tok_off[T] = total;
 }
 
-// Positions: token t's flag for expert e goes to tile_count[e][its tile] + (the column's count in
-// earlier warps of the tile) + (flags of lower lanes in its warp's column mask); slot j of t is its
-// j-th flag in ascending e. With probs, slot_weight[s] = probs[t, e] of slot s (so that a weighted
-// sum reads a slot's weight beside its position, not through it). Writes are guarded by N, so that
-// a map with more true entries than the caller's N cannot write past the arrays.
+// Column e's true entries in the tiles before `tile` (prefix) and in every tile (total): the sums
+// of the count kernel's row tile_count[e][0, tiles), in 16-byte loads where the row is 16-byte
+// aligned (tiles % 4 == 0; the workspace's regions are).
+__device__ __forceinline__ void column_sums(const int* column, int tiles, int tile, int& prefix, int& total) {
+  prefix = 0;
+  total = 0;
+  if (tiles % 4 == 0) {
+    const int4* v = reinterpret_cast<const int4*>(column);
+#pragma unroll 8
+    for (int q = 0; q < tiles / 4; ++q) {
+      const int4 x = v[q];
+      const int b = 4 * q;
+      total += x.x + x.y + x.z + x.w;
+      prefix += (b < tile ? x.x : 0) + (b + 1 < tile ? x.y : 0) + (b + 2 < tile ? x.z : 0) + (b + 3 < tile ? x.w : 0);
+    }
+  } else {
+#pragma unroll 8
+    for (int b = 0; b < tiles; ++b) {
+      const int x = column[b];
+      total += x;
+      prefix += b < tile ? x : 0;
+    }
+  }
+}
+
+// Positions: token t's flag for expert e goes to (the base of column e in its tile) + (the column's
+// count in earlier warps of the tile) + (flags of lower lanes in its warp's column mask); slot j of
+// t is its j-th flag in ascending e. The column's base in tile b is off[e] + (column e's count in
+// tiles before b): the scan kernel's tile_count[e][b], or (kSums) summed here from the count
+// kernel's tile_count and tile_rows, so that no scan kernel runs (every block reads the whole
+// tile_count: tiles <= kTileTokens). Writes slots and, where `positions`, pos_token and pos_expert
+// (the kernels that take a position's token: the atomic baselines, unpermute's probs backward).
+// With probs, slot_weight[s] = probs[t, e] of slot s (so that a weighted sum reads a slot's weight
+// beside its position, not through it). Writes are guarded by N, so that a map with more true
+// entries than the caller's N cannot write past the arrays.
+template <bool kSums>
 __device__ __forceinline__ void place_tile(const uint8_t* map, const float* probs, int T, int E, int tiles, int tile,
-                                           int N, int load, Index ix) {
+                                           int N, int load, bool positions, Index ix) {
   __shared__ int base[kTileWarps][kGroupExperts];
   __shared__ uint32_t masks[kTileWarps][kGroupExperts];
   const int lane = static_cast<int>(threadIdx.x) % kWarpLanes;
   const int warp = static_cast<int>(threadIdx.x) / kWarpLanes;
-  const int t = tile * kTileTokens + static_cast<int>(threadIdx.x);
+  const int i = static_cast<int>(threadIdx.x);  // this thread's column of a group
+  const int t = tile * kTileTokens + i;
   const bool valid = t < T;
   const uint8_t* row = map + static_cast<int64_t>(valid ? t : 0) * E;
-  const int first_slot = valid ? ix.tile_rows[tile] + ix.tok_off[t] : 0;
+  int tile_first = 0;  // the tile's first slot
+  if constexpr (kSums) {
+    tile_exclusive_scan(i < tile ? ix.tile_rows[i] : 0, tile_first);
+    if (tile == tiles - 1 && i == 0) ix.tok_off[T] = tile_first + ix.tile_rows[tile];  // the true entries
+  } else {
+    tile_first = ix.tile_rows[tile];
+  }
+  const int first_slot = valid ? tile_first + ix.tok_off[t] : 0;
   if (valid) ix.tok_off[t] = first_slot;
   const unsigned lower_lanes = (1u << lane) - 1u;
   int j = 0;
+  int experts_before = 0;  // kSums: the true entries of the groups before g0
   for (int g0 = 0; g0 < E; g0 += kGroupExperts) {
-    const int i = static_cast<int>(threadIdx.x);  // this thread's column of the group
     const bool owned = g0 + i < E;
-    const int column_base = owned ? ix.tile_count[static_cast<int64_t>(g0 + i) * tiles + tile] : 0;
+    int column_base = 0;
+    if constexpr (kSums) {
+      int prefix = 0, total = 0;
+      if (owned) column_sums(ix.tile_count + static_cast<int64_t>(g0 + i) * tiles, tiles, tile, prefix, total);
+      int group_total = 0;
+      column_base = experts_before + tile_exclusive_scan(total, group_total) + prefix;
+      experts_before += group_total;
+    } else {
+      column_base = owned ? ix.tile_count[static_cast<int64_t>(g0 + i) * tiles + tile] : 0;
+    }
     uint32_t flags[kGroupWords], column[kGroupWords];
     group_flags(row, g0, E, valid, load, flags, column);
 #pragma unroll
@@ -449,8 +513,10 @@ __device__ __forceinline__ void place_tile(const uint8_t* map, const float* prob
           const int s = first_slot + j++;
           if (pos < N && s < N) {
             ix.slots[s] = pos;
-            ix.pos_token[pos] = t;
-            ix.pos_expert[pos] = g0 + c[q];
+            if (positions) {
+              ix.pos_token[pos] = t;
+              ix.pos_expert[pos] = g0 + c[q];
+            }
             if (probs) ix.slot_weight[s] = weight[q];
           }
         }
@@ -460,18 +526,22 @@ __device__ __forceinline__ void place_tile(const uint8_t* map, const float* prob
   }
 }
 
-__global__ void __launch_bounds__(kTileTokens)
-    index_place_kernel(const uint8_t* map, const float* probs, int T, int E, int tiles, int N, int load, Index ix) {
+// At least 8 blocks an SM, that is at most 64 registers (left to itself, ptxas held the kSums
+// kernel to 32 and spilled).
+template <bool kSums>
+__global__ void __launch_bounds__(kTileTokens, 8) index_place_kernel(const uint8_t* map, const float* probs, int T, int E,
+                                                                  int tiles, int N, int load, bool positions, Index ix) {
   release_successor();
   wait_for_predecessor();
-  place_tile(map, probs, T, E, tiles, static_cast<int>(blockIdx.x), N, load, ix);
+  place_tile<kSums>(map, probs, T, E, tiles, static_cast<int>(blockIdx.x), N, load, positions, ix);
 }
 
 // The whole index of a map of one tile (T <= kTileTokens, E <= kOneKernelCounts: one pass of the
 // scan) in one block: count, the scan of its E column counts, place. The same index as the three
 // kernels', in one launch where a small case paid three.
 __global__ void __launch_bounds__(kTileTokens)
-    index_one_tile_kernel(const uint8_t* map, const float* probs, int T, int E, int N, int load, Index ix) {
+    index_one_tile_kernel(const uint8_t* map, const float* probs, int T, int E, int N, int load, bool positions,
+                          Index ix) {
   release_successor();
   count_tile(map, T, E, 1, 0, load, ix);
   __syncthreads();  // tile_count, tok_off and tile_rows are read by other threads below
@@ -481,14 +551,20 @@ __global__ void __launch_bounds__(kTileTokens)
     ix.tile_rows[0] = 0;              // the tile's first slot
   }
   __syncthreads();
-  place_tile(map, probs, T, E, 1, 0, N, load, ix);
+  place_tile<false>(map, probs, T, E, 1, 0, N, load, positions, ix);
 }
 
-// Builds the index of `map` in the workspace on `stream`: count, scan and place, each a programmatic
-// dependent of the one before (scheduled while it drains), or all three in one kernel where the map
-// is one tile; the kernel that consumes the index is launched as a dependent of the last. With
-// `probs` ([T, E] fp32) place also writes slot_weight.
-Index build_index(const RoutingCommon& r, const Layout& l, const float* probs = nullptr) {
+// Whether place sums the count kernel's tile counts itself (no scan kernel): every block reads all
+// tiles x E of them, so at most kTileTokens tiles (a thread each) and kIndexPlaceSumsCounts counts.
+bool place_sums(int64_t tiles, int64_t E) { return tiles <= kTileTokens && tiles * E <= kIndexPlaceSumsCounts; }
+
+// Builds the index of `map` in the workspace on `stream`: all of it in one kernel where the map is
+// one tile of at most kOneKernelCounts experts; else count and place, with the scan between them
+// where place does not sum the counts itself (place_sums); each kernel a programmatic dependent of
+// the one before (scheduled while it drains), and the kernel that consumes the index launched as a
+// dependent of the last. `positions`: place also writes pos_token and pos_expert. With `probs`
+// ([T, E] fp32) place also writes slot_weight.
+Index build_index(const RoutingCommon& r, const Layout& l, bool positions, const float* probs = nullptr) {
   const RoutingShape& s = r.shape;
   const Index ix = index_in(r.workspace, l);
   if (s.T == 0) return ix;  // the launchers return before: nothing is routed
@@ -497,14 +573,20 @@ Index build_index(const RoutingCommon& r, const Layout& l, const float* probs = 
   const int tiles = static_cast<int>(tiles_of(s.T));
   const int load = flag_load_of(map, s.E);
   if (tiles == 1 && E <= kOneKernelCounts) {
-    launch(index_one_tile_kernel, 1, kTileTokens, 0, r.stream, false, "routing index", map, probs, T, E, N, load, ix);
+    launch(index_one_tile_kernel, 1, kTileTokens, 0, r.stream, false, "routing index", map, probs, T, E, N, load,
+           positions, ix);
     return ix;
   }
   const auto grid = static_cast<unsigned>(tiles);
   launch(index_count_kernel, grid, kTileTokens, 0, r.stream, false, "routing index count", map, T, E, tiles, load, ix);
+  if (place_sums(tiles, E)) {
+    launch(index_place_kernel<true>, grid, kTileTokens, 0, r.stream, true, "routing index place", map, probs, T, E,
+           tiles, N, load, positions, ix);
+    return ix;
+  }
   launch(index_scan_kernel, 1, kScanThreads, 0, r.stream, true, "routing index scan", T, E, tiles, ix);
-  launch(index_place_kernel, grid, kTileTokens, 0, r.stream, true, "routing index place", map, probs, T, E,
-         tiles, N, load, ix);
+  launch(index_place_kernel<false>, grid, kTileTokens, 0, r.stream, true, "routing index place", map, probs, T, E,
+         tiles, N, load, positions, ix);
   return ix;
 }
 
@@ -1190,7 +1272,7 @@ void launch_permute_forward(const PermuteForward& args) {
   const RoutingShape& s = args.r.shape;
   if (s.T == 0) return;
   require_workspace(args.r, false, "permute forward");
-  const Index ix = build_index(args.r, layout_of(s, false));
+  const Index ix = build_index(args.r, layout_of(s, false), false);
   copy_token_rows(args.r, ix, args.tokens, args.permuted, CopyMode::kBits);
 }
 
@@ -1200,7 +1282,7 @@ void launch_permute_backward(const PermuteBackward& args) {
   require_workspace(args.r, false, "permute backward");
   if (args.order_of_arrival)  // before the index, so that the index's kernels and the sum run back to back
     zero(args.d_tokens, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "permute d_tokens");
-  const Index ix = build_index(args.r, layout_of(s, false));
+  const Index ix = build_index(args.r, layout_of(s, false), args.order_of_arrival);
   if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.d_permuted, nullptr, args.slot_plan, args.d_tokens);
   atomic_scatter_rows(args.r, ix, args.d_permuted, nullptr, args.d_tokens);
 }
@@ -1218,7 +1300,7 @@ void launch_unpermute_forward(const UnpermuteForward& args) {
   if (args.order_of_arrival && !fp32_rows)
     zero(args.out, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "unpermute out");
   if (fp32_rows) zero(ix.rows32, static_cast<size_t>(s.T * s.H) * sizeof(float), args.r.stream, "unpermute fp32 rows");
-  build_index(args.r, l, args.order_of_arrival ? nullptr : probs);
+  build_index(args.r, l, args.order_of_arrival, args.order_of_arrival ? nullptr : probs);
   if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.permuted, probs, args.slot_plan, args.out);
   if (!fp32_rows) return atomic_scatter_rows(args.r, ix, args.permuted, probs, args.out);
   atomic_scatter_rows(args.r, ix, args.permuted, probs, ix.rows32);
@@ -1236,7 +1318,7 @@ void launch_unpermute_backward(const UnpermuteBackward& args) {
   require_workspace(args.r, false, "unpermute backward");
   // d_probs zeroed before the index, so that the index's kernels and the products run back to back.
   if (args.probs) zero(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
-  const Index ix = build_index(args.r, layout_of(s, false));
+  const Index ix = build_index(args.r, layout_of(s, false), args.probs != nullptr);
   if (!args.probs) return copy_token_rows(args.r, ix, args.d_out, args.d_permuted, CopyMode::kPlusZero);
   if (s.N == 0 || s.H == 0) return;  // d_probs: the empty sums, +0
   if (!args.permuted) throw std::invalid_argument("unpermute backward with probs: no permuted rows");

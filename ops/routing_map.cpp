@@ -333,11 +333,12 @@ constexpr int64_t kSmallHMax = 33;
 constexpr int64_t kModelH = 4096;                // GLM-4.5's hidden size
 // Experts whose map rows the CUDA index reads in 4-byte words (a multiple of 4, not of 16), the
 // last in two groups of 128 experts; and experts enough that one tile's counts (a tile of 128
-// tokens times E) take the index's scan two passes of 16384, for one token (the smallest such map).
+// tokens times E) are more than the index's place sums itself (32768), so that its three kernels
+// run, their scan more than one pass of 16384, for one token (the smallest such map).
 constexpr int64_t kWordExperts[] = {12, 20, 36, 132};
-constexpr int64_t kTwoPassExperts = 16385;
-// Tokens of two of the index's 128-token tiles, with rows narrow enough that the bound on a case's
-// elements keeps them.
+constexpr int64_t kThreeKernelExperts = kPlaceSumsCounts + 1;
+// Tokens of two of the index's 128-token tiles (its two kernels), with rows narrow enough that the
+// bound on a case's elements keeps them.
 constexpr int64_t kMultiTileTokens = 129;
 constexpr int64_t kMultiTileMaxH = 3;
 // A token of a row this wide has its k d_probs sums span more than a warp (one block each), and
@@ -489,6 +490,7 @@ bool slot_spread(const Case& c, const Routing& r) {
 constexpr int64_t kTileTokens = 128;    // tokens of a tile: a block of the index's count and place kernels
 constexpr int64_t kGroupExperts = 128;  // experts of a tile's row read at once
 constexpr int64_t kScanPass = 16384;    // counts the index's one-block scan takes a pass
+constexpr int64_t kPlaceSumsTiles = 128;  // the most tiles whose counts the index's place sums itself
 constexpr int64_t kVectorBytes = 16;
 constexpr int64_t kWarpLanes = 32;
 
@@ -523,17 +525,25 @@ Rule7Lanes rule7_lanes_fp32(int64_t width, int64_t rows) {
 
 // The index, which every launch with tokens builds: a lane reads a map row's flags in 16-byte
 // vectors (E % 16 == 0), 4-byte words (E % 4 == 0) or bytes; rows of more than one group of
-// experts; one kernel for a map of one tile and at most kOneKernelExperts experts, three kernels for
-// the others; maps of more than one tile, and tile counts that take the scan more than one pass.
+// experts; one kernel for a map of one tile and at most kOneKernelExperts experts, two (count, and
+// place summing the tile counts itself) for the others of at most kPlaceSumsTiles tiles and
+// kPlaceSumsCounts tile counts, three (count, scan, place) for the rest; maps of more than one
+// tile, and tile counts that take the scan more than one pass.
 void add_index_paths(const Routing& r, std::vector<std::string>& tags) {
   const int64_t E = r.experts;
   if (r.tokens == 0 || E == 0) return;
   tags.push_back(E % 16 == 0 ? "E%16=0" : E % 4 == 0 ? "E%16=4|8|12" : "E%4!=0");
   if (E > kGroupExperts) tags.push_back("E>128");
   const int64_t tiles = (r.tokens + kTileTokens - 1) / kTileTokens;
-  if (tiles == 1 && E <= kOneKernelExperts) tags.push_back("index:one_kernel");
   if (tiles > 1) tags.push_back("T>128");
-  if (tiles * E > kScanPass) tags.push_back("tile_counts>16384");
+  if (tiles == 1 && E <= kOneKernelExperts) {
+    tags.push_back("index:one_kernel");
+  } else if (tiles <= kPlaceSumsTiles && tiles * E <= kPlaceSumsCounts) {
+    tags.push_back("index:two_kernels");
+  } else {
+    tags.push_back("index:three_kernels");
+    if (tiles * E > kScanPass) tags.push_back("tile_counts>16384");
+  }
 }
 
 // The payload kernels, where a row is moved: copy_rows in 16-, 8-, 4- or 2-byte vectors by the
@@ -580,8 +590,8 @@ void add_kernel_paths(const Case& c, const Routing& r, std::vector<std::string>&
 
 // The tags add_kernel_paths emits for the op's direction.
 std::vector<std::string> kernel_path_tags(const std::string& op, Direction d) {
-  std::vector<std::string> tags = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "index:one_kernel", "T>128",
-                                   "tile_counts>16384",
+  std::vector<std::string> tags = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "index:one_kernel",
+                                   "index:two_kernels", "index:three_kernels", "T>128", "tile_counts>16384",
                                    "row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2",
                                    "row_bytes%16!=0", "H=1", "H%2=0", "H%2=1"};
   if (op == "unpermute" && d == Direction::kBackward)
@@ -630,7 +640,7 @@ rc::Gen<Case> generate(const std::string& op, Direction direction) {
       case kSomeMore: E = k + *rc::gen::inRange<int64_t>(0, kMaxExtraExperts + 1); break;
       case kWordRows: E = element_of(kWordExperts); break;
       case kTwoPassScan:
-        E = kTwoPassExperts;
+        E = kThreeKernelExperts;
         T = std::min<int64_t>(T, 1);
         break;
       case kMultiTile:

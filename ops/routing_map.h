@@ -148,9 +148,10 @@ Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::
 // The reference inputs of permute and unpermute (unpermute takes each also with probs): T tokens
 // of H, E experts, k a token, and whether only the benchmarks take it. GLM-4.5-Air (E = 128) and
 // GLM-4.5 (E = 160) at 16384 tokens; for GPU tests a 2048-token case, one of 40000 tokens and 64
-// experts (the CUDA index scans 64 x 313 tile counts: two passes of its scan kernel, which generated
-// maps reach only in one tile, with more than 16384 experts), and one of k = 12 (more slots a token
-// than gather_sum's default batch of 8, which generated maps, k <= 8, never have).
+// experts (313 tiles: the CUDA index's three kernels, its scan two passes over 64 x 313 tile counts;
+// generated maps reach the three kernels only in one tile, with more than 32768 experts), and one of
+// k = 12 (more slots a token than gather_sum's default batch of 8, which generated maps, k <= 8,
+// never have).
 struct ReferenceShape {
   int64_t tokens, H, E, k;
   bool bench_only;
@@ -163,7 +164,9 @@ inline constexpr ReferenceShape kReferenceShapes[] = {
 std::string reference_name(const ReferenceShape& s);
 
 // The CUDA index (gpu/routing.cu) is one kernel for a map of one 128-token tile and at most this
-// many experts, three kernels otherwise (the kernel path index:one_kernel).
+// many experts (the kernel path index:one_kernel); two for any other map of at most 128 tiles and
+// kPlaceSumsCounts tile counts (tiles x E; index:two_kernels); three otherwise (index:three_kernels).
 inline constexpr int64_t kOneKernelExperts = 2048;
+inline constexpr int64_t kPlaceSumsCounts = 32768;
 
 }  // namespace bitparity::ops::routing_map
