@@ -30,7 +30,8 @@
 // The payload kernels (grid-stride loops over 16-byte packets where the row allows):
 //   copy_rows:      one item per (token, packet): the token's packet is read once and written to
 //                   each of its slots, as its bits (permute forward) or as dt(+0 + f32(x)) (unpermute
-//                   backward without probs: the embedding backward's sum into zeros).
+//                   backward without probs: the embedding backward's sum into zeros); a block per
+//                   token where a row has at least 256 vectors (4 KB in packets).
 //   gather_sum:     one item per (token, packet): the slots' values added in four accumulators
 //                   a_{j mod 4}, j ascending (rule 7, middle dim); at the default ILP a token of at
 //                   most 8 slots has all its loads in flight at once and is summed element by
@@ -76,6 +77,7 @@ constexpr int kTileTokens = kTileWarps * kWarpLanes;  // tokens of a tile, a lan
 constexpr int kGroupWords = 4;              // 32-expert words of flags a lane holds at once
 constexpr int kGroupExperts = kGroupWords * kWarpLanes;
 constexpr int kPlaceBatch = 4;  // flags a place thread takes at a time
+constexpr int kTokenBlockVectors = kCopyRowsTokenBlockVectors;  // routing_kernels.h
 constexpr int kOneKernelCounts = kIndexOneKernelExperts;  // routing_kernels.h
 static_assert(kOneKernelCounts == kTileTokens * kScanPerThread, "one pass of the one-tile kernel's scan");
 
@@ -673,6 +675,33 @@ __global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider
   }
 }
 
+// Rows of at least kTokenBlockVectors vectors (permute's 8 KB bf16 rows: 512): a block per token,
+// its threads over the row's vectors, kIlp of them a thread in flight, the token's slots and
+// offsets read once a block rather than once a vector.
+template <class Vec, class Move, int kIlp>
+__global__ void __launch_bounds__(kThreads) copy_rows_token_kernel(CopyRows p, int per_row) {
+  wait_for_predecessor();
+  const int64_t r = blockIdx.x;
+  const int begin = p.tok_off[r], end = p.tok_off[r + 1];
+  if (begin >= end) return;
+  const Vec* row = static_cast<const Vec*>(p.src) + r * per_row;
+  Vec* dst = static_cast<Vec*>(p.dst);
+  for (int c0 = static_cast<int>(threadIdx.x); c0 < per_row; c0 += kThreads * kIlp) {
+    Vec x[kIlp];
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) {
+      const int c = c0 + u * kThreads;
+      x[u] = c < per_row ? Move::apply(row[c]) : Vec{};  // once a token vector, written to each of its slots
+    }
+    for (int s = begin; s < end; ++s) {
+      Vec* out = dst + static_cast<int64_t>(p.slots[s]) * per_row;
+#pragma unroll
+      for (int u = 0; u < kIlp; ++u)
+        if (c0 + u * kThreads < per_row) out[c0 + u * kThreads] = x[u];
+    }
+  }
+}
+
 template <class Vec, class Move, int kIlp>
 void launch_copy_rows(const CopyRows& args, int64_t per_row) {
   for_each_row_chunk(args.rows, per_row, [&](int64_t first, int64_t rows) {
@@ -680,6 +709,11 @@ void launch_copy_rows(const CopyRows& args, int64_t per_row) {
     chunk.rows = rows;
     chunk.src = advanced(args.src, first * per_row * static_cast<int64_t>(sizeof(Vec)));
     chunk.tok_off = args.tok_off + first;
+    if (per_row >= kTokenBlockVectors) {
+      launch(copy_rows_token_kernel<Vec, Move, kIlp>, static_cast<unsigned>(rows), kThreads, 0, args.stream, true,
+             "routing copy_rows", chunk, static_cast<int>(per_row));
+      return;
+    }
     constexpr auto kKernel = copy_rows_kernel<Vec, Move, kIlp>;
     launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing copy_rows", chunk,
            Divider(static_cast<uint32_t>(per_row)));

@@ -112,6 +112,9 @@ void launch_unpermute_backward(const UnpermuteBackward& args);
 // three, count, scan and place.
 inline constexpr int kIndexOneKernelExperts = 2048;
 inline constexpr int64_t kIndexPlaceSumsCounts = 32768;
+// copy_rows (permute's forward, unpermute's backward without probs) takes a block per token where a
+// row has at least this many vectors (a thread per vector otherwise).
+inline constexpr int kCopyRowsTokenBlockVectors = 256;
 
 // --- the router (gpu/router_topk.cu), Megatron's aligned router (megatron_eager) ------------------
 

@@ -30,6 +30,8 @@ static_assert(kIndexOneKernelExperts == ops::routing_map::kOneKernelExperts,
               "the op's index:one_kernel tag names the maps the CUDA index builds in one kernel");
 static_assert(kIndexPlaceSumsCounts == ops::routing_map::kPlaceSumsCounts,
               "the op's index:two_kernels tag names the maps the CUDA index builds in two kernels");
+static_assert(kCopyRowsTokenBlockVectors == ops::routing_map::kCopyRowsTokenBlockVectors,
+              "the op's copy_rows:token_blocks tag names the rows copy_rows takes a block per token");
 
 using Workspace = std::shared_ptr<DeviceBuffer>;
 
@@ -228,8 +230,10 @@ const Paths kRouterPaths = {"rows=0", "k=1", "k>1", "E=1..64", "E=65..128", "E=1
 // rest, more than one tile of 128 tokens, and more than one pass of the three kernels' scan.
 const Paths kIndexPaths = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "index:one_kernel", "index:two_kernels",
                            "index:three_kernels", "T>128", "tile_counts>16384"};
-// copy_rows (permute's forward, unpermute's backward without probs): vectors by the row's bytes.
-const Paths kCopyPaths = {"row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2"};
+// copy_rows (permute's forward, unpermute's backward without probs): vectors by the row's bytes, a
+// block per token for rows of at least 256 vectors.
+const Paths kCopyPaths = {"row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2",
+                          "copy_rows:token_blocks"};
 // The aligned sums: gather_sum in packets or single elements, slot_row_sum at H == 1.
 const Paths kGatherPaths = {"row_bytes%16=0", "row_bytes%16!=0", "H=1"};
 // The order-of-arrival atomics: 16-bit pairs where H is even, single elements otherwise; unpermute's

@@ -580,11 +580,24 @@ void add_d_probs_paths(const Routing& r, const Tensor& data, std::vector<std::st
   tags.push_back(plan.lanes / lanes_per_thread > kWarpLanes ? "d_probs:block_tree" : "d_probs:warp_tree");
 }
 
+// copy_rows (permute's forward, unpermute's backward without probs): a block per token where a row
+// has at least kCopyRowsTokenBlockVectors vectors, a thread per vector otherwise.
+void add_copy_paths(const Routing& r, const Tensor& data, std::vector<std::string>& tags) {
+  const int64_t bytes = data.dim(1) * static_cast<int64_t>(dtype_size(data.dtype()));
+  if (r.tokens == 0 || r.rows() == 0 || bytes == 0) return;
+  const int64_t width = bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : 2;
+  if (bytes / width >= kCopyRowsTokenBlockVectors) tags.push_back("copy_rows:token_blocks");
+}
+
 void add_kernel_paths(const Case& c, const Routing& r, std::vector<std::string>& tags) {
   add_index_paths(r, tags);
   const Tensor* data = data_tensor(c);
   if (!data) return;
   add_payload_paths(r, *data, tags);
+  const bool probs = c.input(kProbs) != nullptr;
+  if ((c.op == "permute" && c.direction == Direction::kForward) ||
+      (c.op == "unpermute" && c.direction == Direction::kBackward && !probs))
+    add_copy_paths(r, *data, tags);
   if (c.op == "unpermute" && c.direction == Direction::kBackward && c.input(kProbs)) add_d_probs_paths(r, *data, tags);
 }
 
@@ -594,6 +607,8 @@ std::vector<std::string> kernel_path_tags(const std::string& op, Direction d) {
                                    "index:two_kernels", "index:three_kernels", "T>128", "tile_counts>16384",
                                    "row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2",
                                    "row_bytes%16!=0", "H=1", "H%2=0", "H%2=1"};
+  if ((op == "permute" && d == Direction::kForward) || (op == "unpermute" && d == Direction::kBackward))
+    tags.push_back("copy_rows:token_blocks");
   if (op == "unpermute" && d == Direction::kBackward)
     tags.insert(tags.end(), {"d_probs:vectorized", "d_probs:strided", "d_probs:H%8=4", "d_probs:block_tree",
                              "d_probs:warp_tree"});

@@ -168,5 +168,9 @@ std::string reference_name(const ReferenceShape& s);
 // kPlaceSumsCounts tile counts (tiles x E; index:two_kernels); three otherwise (index:three_kernels).
 inline constexpr int64_t kOneKernelExperts = 2048;
 inline constexpr int64_t kPlaceSumsCounts = 32768;
+// copy_rows, the CUDA kernel of permute's forward and unpermute's backward without probs, takes a
+// block per token where a row has at least this many vectors of the width its bytes allow (16, 8, 4
+// or 2 bytes; the kernel path copy_rows:token_blocks).
+inline constexpr int64_t kCopyRowsTokenBlockVectors = 256;
 
 }  // namespace bitparity::ops::routing_map
