@@ -27,7 +27,8 @@
 // launch gap separates the kernels. At T = 16384, E = 160 the map is
 // 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
 //
-// The payload kernels (grid-stride loops over 16-byte packets where the row allows):
+// The payload kernels (16-byte packets where the row allows; grid-stride loops but for copy_rows'
+// block per token):
 //   copy_rows:      one item per (token, packet): the token's packet is read once and written to
 //                   each of its slots, as its bits (permute forward) or as dt(+0 + f32(x)) (unpermute
 //                   backward without probs: the embedding backward's sum into zeros); a block per
@@ -129,8 +130,8 @@ int64_t tiles_of(int64_t T) { return (T + kTileTokens - 1) / kTileTokens; }
 
 // Byte offsets of the workspace's regions (int32 arrays, then the optional fp32 rows).
 struct Layout {
-  size_t tile_count = 0;   // [E, tiles]: column counts of each tile, then their flat exclusive scan
-  size_t tile_rows = 0;    // [tiles]: a tile's true entries, then their exclusive scan
+  size_t tile_count = 0;   // [E, tiles]: column counts of each tile (the scan kernel, where it runs: their flat exclusive scan)
+  size_t tile_rows = 0;    // [tiles]: a tile's true entries (the scan kernel, where it runs: their exclusive scan)
   size_t tok_off = 0;      // [T + 1]: the first slot of each token (CSR)
   size_t slots = 0;        // [N]: the positions of token t's slots at tok_off[t] ..
   size_t pos_token = 0;    // [N]: the token of each position
@@ -410,11 +411,11 @@ __global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, 
 
 // Column e's true entries in the tiles before `tile` (prefix) and in every tile (total): the sums
 // of the count kernel's row tile_count[e][0, tiles), in 16-byte loads where the row is 16-byte
-// aligned (tiles % 4 == 0; the workspace's regions are).
+// aligned (tiles % 4 == 0 in a 16-byte aligned workspace: launch_workspace's are).
 __device__ __forceinline__ void column_sums(const int* column, int tiles, int tile, int& prefix, int& total) {
   prefix = 0;
   total = 0;
-  if (tiles % 4 == 0) {
+  if (tiles % 4 == 0 && reinterpret_cast<uintptr_t>(column) % 16 == 0) {
     const int4* v = reinterpret_cast<const int4*>(column);
 #pragma unroll 8
     for (int q = 0; q < tiles / 4; ++q) {
@@ -539,8 +540,8 @@ __global__ void __launch_bounds__(kTileTokens, 8) index_place_kernel(const uint8
 }
 
 // The whole index of a map of one tile (T <= kTileTokens, E <= kOneKernelCounts: one pass of the
-// scan) in one block: count, the scan of its E column counts, place. The same index as the three
-// kernels', in one launch where a small case paid three.
+// scan) in one block: count, the scan of its E column counts, place. The same index as the other
+// paths', in one launch where a small case would pay two.
 __global__ void __launch_bounds__(kTileTokens)
     index_one_tile_kernel(const uint8_t* map, const float* probs, int T, int E, int N, int load, bool positions,
                           Index ix) {
@@ -676,8 +677,9 @@ __global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider
 }
 
 // Rows of at least kTokenBlockVectors vectors (permute's 8 KB bf16 rows: 512): a block per token,
-// its threads over the row's vectors, kIlp of them a thread in flight, the token's slots and
-// offsets read once a block rather than once a vector.
+// its threads over the row's vectors, kIlp of them a thread in flight; the token's offsets and slots
+// are the same address for every thread of the block (one broadcast load a warp), where the
+// thread-per-vector kernel reads them for each vector's own token.
 template <class Vec, class Move, int kIlp>
 __global__ void __launch_bounds__(kThreads) copy_rows_token_kernel(CopyRows p, int per_row) {
   wait_for_predecessor();

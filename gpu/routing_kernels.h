@@ -106,10 +106,10 @@ struct UnpermuteBackward {
 };
 void launch_unpermute_backward(const UnpermuteBackward& args);
 
-// The index of a map of one 128-token tile and at most this many experts is built by one kernel
-// (one pass of its block's scan); of any other map of at most 128 tiles and this many tile counts
-// (tiles x E) by two, count and place, place summing the tile counts itself; of the rest by
-// three, count, scan and place.
+// The index of a map of one 128-token tile and at most kIndexOneKernelExperts experts is built by
+// one kernel (one pass of its block's scan); of any other map of at most 128 tiles and
+// kIndexPlaceSumsCounts tile counts (tiles x E) by two, count and place, place summing the tile
+// counts itself; of the rest by three, count, scan and place.
 inline constexpr int kIndexOneKernelExperts = 2048;
 inline constexpr int64_t kIndexPlaceSumsCounts = 32768;
 // copy_rows (permute's forward, unpermute's backward without probs) takes a block per token where a

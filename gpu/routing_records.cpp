@@ -225,11 +225,21 @@ const Paths kRouterPaths = {"rows=0", "k=1", "k>1", "E=1..64", "E=65..128", "E=1
 
 // The index (routing.cu build_index), which every launch with tokens builds: the flags in 16-byte
 // vectors, 4-byte words or bytes (flag_load_of), rows of more than one group of 128 experts, one
-// kernel for a map of one tile and at most 2048 experts, two (place summing the tile counts) for
+// kernel for a map of one tile and at most 2048 experts, two (place summing the tile counts, in
+// 16-byte loads where tiles % 4 == 0, the experts' totals carried across groups of 128) for
 // other maps of at most 128 tiles and 32768 tile counts, three (a scan kernel between) for the
 // rest, more than one tile of 128 tokens, and more than one pass of the three kernels' scan.
-const Paths kIndexPaths = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "index:one_kernel", "index:two_kernels",
-                           "index:three_kernels", "T>128", "tile_counts>16384"};
+const Paths kIndexPaths = {"E%16=0",
+                           "E%16=4|8|12",
+                           "E%4!=0",
+                           "E>128",
+                           "index:one_kernel",
+                           "index:two_kernels",
+                           "index:two_kernels:tiles%4=0",
+                           "index:two_kernels:E>128",
+                           "index:three_kernels",
+                           "T>128",
+                           "tile_counts>16384"};
 // copy_rows (permute's forward, unpermute's backward without probs): vectors by the row's bytes, a
 // block per token for rows of at least 256 vectors.
 const Paths kCopyPaths = {"row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2",

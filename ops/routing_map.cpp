@@ -338,9 +338,13 @@ constexpr int64_t kModelH = 4096;                // GLM-4.5's hidden size
 constexpr int64_t kWordExperts[] = {12, 20, 36, 132};
 constexpr int64_t kThreeKernelExperts = kPlaceSumsCounts + 1;
 // Tokens of two of the index's 128-token tiles (its two kernels), with rows narrow enough that the
-// bound on a case's elements keeps them.
+// bound on a case's elements keeps them; and of four tiles (the two kernels' place sums its column
+// counts in 16-byte loads), in rows of one element, four tiles still at RapidCheck size 0 (455
+// tokens). Either with two groups of 128 experts at times (place carries the first's total).
 constexpr int64_t kMultiTileTokens = 129;
 constexpr int64_t kMultiTileMaxH = 3;
+constexpr int64_t kFourTileTokens = 500;
+constexpr int64_t kTwoGroupExperts = 132;
 // A token of a row this wide has its k d_probs sums span more than a warp (one block each), and
 // 16-bit rows end in a 4-element group (H % 8 == 4).
 constexpr int64_t kOneWideTokenH = 516;
@@ -526,7 +530,8 @@ Rule7Lanes rule7_lanes_fp32(int64_t width, int64_t rows) {
 // The index, which every launch with tokens builds: a lane reads a map row's flags in 16-byte
 // vectors (E % 16 == 0), 4-byte words (E % 4 == 0) or bytes; rows of more than one group of
 // experts; one kernel for a map of one tile and at most kOneKernelExperts experts, two (count, and
-// place summing the tile counts itself) for the others of at most kPlaceSumsTiles tiles and
+// place summing the tile counts itself, in 16-byte loads where tiles % 4 == 0, the experts' totals
+// carried from group to group) for the others of at most kPlaceSumsTiles tiles and
 // kPlaceSumsCounts tile counts, three (count, scan, place) for the rest; maps of more than one
 // tile, and tile counts that take the scan more than one pass.
 void add_index_paths(const Routing& r, std::vector<std::string>& tags) {
@@ -540,6 +545,8 @@ void add_index_paths(const Routing& r, std::vector<std::string>& tags) {
     tags.push_back("index:one_kernel");
   } else if (tiles <= kPlaceSumsTiles && tiles * E <= kPlaceSumsCounts) {
     tags.push_back("index:two_kernels");
+    if (tiles % 4 == 0) tags.push_back("index:two_kernels:tiles%4=0");  // 16-byte loads of the column counts
+    if (E > kGroupExperts) tags.push_back("index:two_kernels:E>128");   // totals carried across groups
   } else {
     tags.push_back("index:three_kernels");
     if (tiles * E > kScanPass) tags.push_back("tile_counts>16384");
@@ -604,7 +611,8 @@ void add_kernel_paths(const Case& c, const Routing& r, std::vector<std::string>&
 // The tags add_kernel_paths emits for the op's direction.
 std::vector<std::string> kernel_path_tags(const std::string& op, Direction d) {
   std::vector<std::string> tags = {"E%16=0", "E%16=4|8|12", "E%4!=0", "E>128", "index:one_kernel",
-                                   "index:two_kernels", "index:three_kernels", "T>128", "tile_counts>16384",
+                                   "index:two_kernels", "index:two_kernels:tiles%4=0", "index:two_kernels:E>128",
+                                   "index:three_kernels", "T>128", "tile_counts>16384",
                                    "row_bytes%16=0", "row_bytes%16=8", "row_bytes%8=4", "row_bytes%4=2",
                                    "row_bytes%16!=0", "H=1", "H%2=0", "H%2=1"};
   if ((op == "permute" && d == Direction::kForward) || (op == "unpermute" && d == Direction::kBackward))
@@ -640,12 +648,12 @@ rc::Gen<Case> generate(const std::string& op, Direction direction) {
     int64_t T = *gen::rows();
     int64_t E = k;  // E = k: every token routes to every expert
     // The last four are fixed shapes, so that the CUDA kernels' rarer paths occur at every size.
-    enum Shape { kEvery, kMany, kSomeMore, kWordRows, kTwoPassScan, kMultiTile, kOneWideToken };
+    enum Shape { kEvery, kMany, kSomeMore, kWordRows, kThreeKernelIndex, kMultiTile, kOneWideToken };
     switch (*rc::gen::weightedElement<Shape>({{2, kEvery},
                                               {2, kMany},
                                               {8, kSomeMore},
                                               {2, kWordRows},
-                                              {2, kTwoPassScan},
+                                              {2, kThreeKernelIndex},
                                               {2, kMultiTile},
                                               {2, kOneWideToken}})) {
       case kMany:  // E >> T
@@ -654,13 +662,14 @@ rc::Gen<Case> generate(const std::string& op, Direction direction) {
         break;
       case kSomeMore: E = k + *rc::gen::inRange<int64_t>(0, kMaxExtraExperts + 1); break;
       case kWordRows: E = element_of(kWordExperts); break;
-      case kTwoPassScan:
+      case kThreeKernelIndex:
         E = kThreeKernelExperts;
         T = std::min<int64_t>(T, 1);
         break;
       case kMultiTile:
-        T = kMultiTileTokens;
-        H = *rc::gen::inRange<int64_t>(1, kMultiTileMaxH + 1);
+        T = *rc::gen::elementOf(std::vector<int64_t>{kMultiTileTokens, kFourTileTokens});
+        H = T == kMultiTileTokens ? *rc::gen::inRange<int64_t>(1, kMultiTileMaxH + 1) : 1;
+        if (*rc::gen::weightedElement<bool>({{2, false}, {1, true}})) E = kTwoGroupExperts;
         break;
       case kOneWideToken:
         T = 1;
