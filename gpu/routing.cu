@@ -130,8 +130,9 @@ int64_t tiles_of(int64_t T) { return (T + kTileTokens - 1) / kTileTokens; }
 
 // Byte offsets of the workspace's regions (int32 arrays, then the optional fp32 rows).
 struct Layout {
-  size_t tile_count = 0;   // [E, tiles]: column counts of each tile (the scan kernel, where it runs: their flat exclusive scan)
-  size_t tile_rows = 0;    // [tiles]: a tile's true entries (the scan kernel, where it runs: their exclusive scan)
+  size_t tile_count = 0;   // [E, tiles]: column counts of each tile (then, where the scan kernel runs, their
+                           // flat exclusive scan)
+  size_t tile_rows = 0;    // [tiles]: a tile's true entries (then, where the scan kernel runs, their exclusive scan)
   size_t tok_off = 0;      // [T + 1]: the first slot of each token (CSR)
   size_t slots = 0;        // [N]: the positions of token t's slots at tok_off[t] ..
   size_t pos_token = 0;    // [N]: the token of each position
@@ -529,11 +530,12 @@ __device__ __forceinline__ void place_tile(const uint8_t* map, const float* prob
   }
 }
 
-// At least 8 blocks an SM, that is at most 64 registers (left to itself, ptxas held the kSums
-// kernel to 32 and spilled).
+// At least 8 blocks an SM, that is at most 64 registers: left to itself, ptxas has held the kSums
+// kernel to 32 and spilled, or not, by the code around it.
 template <bool kSums>
-__global__ void __launch_bounds__(kTileTokens, 8) index_place_kernel(const uint8_t* map, const float* probs, int T, int E,
-                                                                  int tiles, int N, int load, bool positions, Index ix) {
+__global__ void __launch_bounds__(kTileTokens, 8)
+    index_place_kernel(const uint8_t* map, const float* probs, int T, int E, int tiles, int N, int load, bool positions,
+                       Index ix) {
   release_successor();
   wait_for_predecessor();
   place_tile<kSums>(map, probs, T, E, tiles, static_cast<int>(blockIdx.x), N, load, positions, ix);
