@@ -168,60 +168,58 @@ __global__ void perm_tma2(const char* __restrict__ x, char* __restrict__ out, co
 }
 
 
-// Phased: one block of 1024 threads an SM, each round every block reads `rows` token rows into
-// shared memory (the read phase), then writes each to its k slots (the write phase), so that the
-// memory sees reads and writes apart rather than one read among eight writes. kSync: the phases
-// are aligned over the whole grid by a grid barrier (a cooperative launch); otherwise each block
-// drifts on its own.
-template <bool kSync>
-__global__ void __launch_bounds__(1024, 1) perm_phased(const uint4* __restrict__ x, uint4* __restrict__ out, const int* __restrict__ slots, int P, int k, int T, int rows) {
-  extern __shared__ uint4 pbuf[];
+// Phased rounds: one block of 1024 threads an SM; each round every block takes `rows` tokens,
+// fills shared memory with one packet an item of them (the first phase), then empties it (the
+// second), so that the memory sees the two phases apart. kSync: the phases are aligned over the
+// whole grid by a grid barrier (a cooperative launch); otherwise each block drifts on its own.
+// fill(first, i, buf) and drain(first, i, buf) take item i (token first + i / P, packet i % P);
+// kFillUnroll: the fill loop's unroll.
+template <bool kSync, int kFillUnroll, class Fill, class Drain>
+__device__ __forceinline__ void phased_rounds(int P, int T, int rows, uint4* buf, Fill fill, Drain drain) {
   const int per_round = gridDim.x * rows;
   for (int t0 = 0; t0 < T; t0 += per_round) {
     const int first = t0 + blockIdx.x * rows;
-    const int have = max(0, min(rows, T - first));
-    const int n = have * P;
-    const uint4* src = x + (int64_t)first * P;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < n; i += blockDim.x) pbuf[i] = src[i];
+    const int n = max(0, min(rows, T - first)) * P;
+#pragma unroll kFillUnroll
+    for (int i = threadIdx.x; i < n; i += blockDim.x) fill(first, i, buf);
     __syncthreads();
     if (kSync) cg::this_grid().sync();
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const int r = i / P, c = i - r * P;
-      const uint4 v = pbuf[i];
-      const int* sl = slots + (int64_t)(first + r) * k;
-      for (int s = 0; s < k; ++s) out[(int64_t)sl[s] * P + c] = v;
-    }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) drain(first, i, buf);
     if (kSync) cg::this_grid().sync(); else __syncthreads();
   }
 }
-// Phased gather (permute backward's pattern: each token's k slot rows read and summed in fp32,
-// one bf16 row written): a round reads `rows` tokens' k rows' sums into shared memory, then writes.
+// Permute phased: a round reads its tokens' rows (the read phase), then writes each to its k slots.
+template <bool kSync>
+__global__ void __launch_bounds__(1024, 1) perm_phased(const uint4* __restrict__ x, uint4* __restrict__ out, const int* __restrict__ slots, int P, int k, int T, int rows) {
+  extern __shared__ uint4 pbuf[];
+  phased_rounds<kSync, 4>(
+      P, T, rows, pbuf, [&](int first, int i, uint4* buf) { buf[i] = x[(int64_t)first * P + i]; },
+      [&](int first, int i, uint4* buf) {
+        const int r = i / P, c = i - r * P;
+        const int* sl = slots + (int64_t)(first + r) * k;
+        for (int s = 0; s < k; ++s) out[(int64_t)sl[s] * P + c] = buf[i];
+      });
+}
+// Gather phased (permute backward's pattern, 8 slots a token): a round reads each token's 8 slot
+// rows and adds their 32-bit lanes as integers (a stand-in for the sum, whose cost is not what is
+// measured) into shared memory, then writes the tokens' rows.
 template <bool kSync>
 __global__ void __launch_bounds__(1024, 1) gather_phased(const uint4* __restrict__ in, uint4* __restrict__ out, const int* __restrict__ slots, int P, int k, int T, int rows) {
   extern __shared__ uint4 pbuf[];
-  const int per_round = gridDim.x * rows;
-  for (int t0 = 0; t0 < T; t0 += per_round) {
-    const int first = t0 + blockIdx.x * rows;
-    const int have = max(0, min(rows, T - first));
-    const int n = have * P;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) {
-      const int r = i / P, c = i - r * P;
-      const int* sl = slots + (int64_t)(first + r) * k;
-      uint4 v[8];
+  phased_rounds<kSync, 1>(
+      P, T, rows, pbuf,
+      [&](int first, int i, uint4* buf) {
+        const int r = i / P, c = i - r * P;
+        const int* sl = slots + (int64_t)(first + r) * k;
+        uint4 v[8];
 #pragma unroll
-      for (int s = 0; s < 8; ++s) v[s] = in[(int64_t)sl[s] * P + c];
-      uint4 a = v[0];
+        for (int s = 0; s < 8; ++s) v[s] = in[(int64_t)sl[s] * P + c];
+        uint4 a = v[0];
 #pragma unroll
-      for (int s = 1; s < 8; ++s) { a.x += v[s].x; a.y += v[s].y; a.z += v[s].z; a.w += v[s].w; }
-      pbuf[i] = a;
-    }
-    __syncthreads();
-    if (kSync) cg::this_grid().sync();
-    uint4* dst = out + (int64_t)first * P;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = pbuf[i];
-    if (kSync) cg::this_grid().sync(); else __syncthreads();
-  }
+        for (int s = 1; s < 8; ++s) { a.x += v[s].x; a.y += v[s].y; a.z += v[s].z; a.w += v[s].w; }
+        buf[i] = a;
+      },
+      [&](int first, int i, uint4* buf) { out[(int64_t)first * P + i] = buf[i]; });
 }
 // The gather as a thread per packet (gather_sum's shape, without the index): reads and the write mixed.
 __global__ void gather_packet(const uint4* __restrict__ in, uint4* __restrict__ out, const int* __restrict__ slots, int T, int P) {

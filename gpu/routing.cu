@@ -192,6 +192,11 @@ Index index_in(void* workspace, const Layout& l) {
           reinterpret_cast<float*>(base + l.rows32)};
 }
 
+// The four accumulators of rule 7's sums combined left to right: ((a0 + a1) + a2) + a3.
+__device__ __forceinline__ float sum_of_four(float a0, float a1, float a2, float a3) {
+  return __fadd_rn(__fadd_rn(__fadd_rn(a0, a1), a2), a3);
+}
+
 // --- the routing index ------------------------------------------------------------------------
 
 __device__ __forceinline__ int warp_inclusive_scan(int v) {
@@ -826,7 +831,7 @@ __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divid
           if (p.slot_weight) x = __fmul_rn(x, weight[q]);
           a[q % 4] = __fadd_rn(a[q % 4], x);
         }
-        out[i] = __fadd_rn(__fadd_rn(__fadd_rn(a[0], a[1]), a[2]), a[3]);
+        out[i] = sum_of_four(a[0], a[1], a[2], a[3]);
       }
     } else {
       // kSub elements a pass (a quarter of a 16-byte item, else one element), so that its
@@ -862,7 +867,7 @@ __global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divid
         }
 #pragma unroll
         for (int i = 0; i < kSub; ++i)
-          out[i0 + i] = __fadd_rn(__fadd_rn(__fadd_rn(acc[0][i], acc[1][i]), acc[2][i]), acc[3][i]);
+          out[i0 + i] = sum_of_four(acc[0][i], acc[1][i], acc[2][i], acc[3][i]);
       }
     }
     store_chunk<Act, kN>(dst + static_cast<int64_t>(r) * H + c, out);
@@ -935,7 +940,7 @@ __device__ float serial_rule7_row_sum(int width, const RowSumPlan& plan, X&& x) 
       int it = 0;
       for (int j = l; j < width; j += L, ++it) a[it % kRuleVector] = __fadd_rn(a[it % kRuleVector], x(j));
     }
-    float v = __fadd_rn(__fadd_rn(__fadd_rn(a[0], a[1]), a[2]), a[3]);
+    float v = sum_of_four(a[0], a[1], a[2], a[3]);
     for (int carry = m; carry & 1; carry >>= 1) v = __fadd_rn(stack[--top], v);
     stack[top++] = v;
   }

@@ -559,14 +559,19 @@ void add_index_paths(const Routing& r, std::vector<std::string>& tags) {
 // 4 slots at a time; at H == 1 the slot row sum
 // (and unpermute's backward with probs its product kernel); the order-of-arrival atomics in
 // 16-bit pairs where H is even.
+// The vectors copy_rows moves a row of `bytes` in: 16, 8, 4 or 2 bytes, the widest that divides it.
+int64_t copy_vector_bytes(int64_t bytes) { return bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : 2; }
+
 void add_payload_paths(const Routing& r, const Tensor& data, std::vector<std::string>& tags) {
   const int64_t H = data.dim(1);
   if (r.tokens == 0 || r.rows() == 0 || H == 0) return;
   const int64_t bytes = H * static_cast<int64_t>(dtype_size(data.dtype()));
-  tags.push_back(bytes % 16 == 0  ? "row_bytes%16=0"
-                 : bytes % 8 == 0 ? "row_bytes%16=8"
-                 : bytes % 4 == 0 ? "row_bytes%8=4"
-                                  : "row_bytes%4=2");
+  switch (copy_vector_bytes(bytes)) {
+    case 16: tags.push_back("row_bytes%16=0"); break;
+    case 8: tags.push_back("row_bytes%16=8"); break;
+    case 4: tags.push_back("row_bytes%8=4"); break;
+    default: tags.push_back("row_bytes%4=2"); break;
+  }
   if (bytes % 16 != 0) tags.push_back("row_bytes%16!=0");
   if (H == 1) tags.push_back("H=1");
   tags.push_back(H % 2 == 0 ? "H%2=0" : "H%2=1");
@@ -592,8 +597,7 @@ void add_d_probs_paths(const Routing& r, const Tensor& data, std::vector<std::st
 void add_copy_paths(const Routing& r, const Tensor& data, std::vector<std::string>& tags) {
   const int64_t bytes = data.dim(1) * static_cast<int64_t>(dtype_size(data.dtype()));
   if (r.tokens == 0 || r.rows() == 0 || bytes == 0) return;
-  const int64_t width = bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : 2;
-  if (bytes / width >= kCopyRowsTokenBlockVectors) tags.push_back("copy_rows:token_blocks");
+  if (bytes / copy_vector_bytes(bytes) >= kCopyRowsTokenBlockVectors) tags.push_back("copy_rows:token_blocks");
 }
 
 void add_kernel_paths(const Case& c, const Routing& r, std::vector<std::string>& tags) {
