@@ -168,6 +168,17 @@ __global__ void perm_tma2(const char* __restrict__ x, char* __restrict__ out, co
 }
 
 
+// The gather's value of packet c of a token whose 8 slot rows are sl[0..8): their 32-bit lanes added
+// as integers (a stand-in for the sum, whose cost is not what is measured), all 8 loads in flight.
+__device__ __forceinline__ uint4 slot_lanes_sum(const uint4* __restrict__ in, const int* sl, int P, uint32_t c) {
+  uint4 v[8];
+#pragma unroll
+  for (int s = 0; s < 8; ++s) v[s] = in[(int64_t)sl[s] * P + c];
+  uint4 a = v[0];
+#pragma unroll
+  for (int s = 1; s < 8; ++s) { a.x += v[s].x; a.y += v[s].y; a.z += v[s].z; a.w += v[s].w; }
+  return a;
+}
 // Phased rounds: one block of 1024 threads an SM; each round every block takes `rows` tokens,
 // fills shared memory with one packet an item of them (the first phase), then empties it (the
 // second), so that the memory sees the two phases apart. kSync: the phases are aligned over the
@@ -200,9 +211,8 @@ __global__ void __launch_bounds__(1024, 1) perm_phased(const uint4* __restrict__
         for (int s = 0; s < k; ++s) out[(int64_t)sl[s] * P + c] = buf[i];
       });
 }
-// Gather phased (permute backward's pattern, 8 slots a token): a round reads each token's 8 slot
-// rows and adds their 32-bit lanes as integers (a stand-in for the sum, whose cost is not what is
-// measured) into shared memory, then writes the tokens' rows.
+// Gather phased (permute backward's pattern, 8 slots a token): a round puts each token's
+// slot_lanes_sum into shared memory, then writes the tokens' rows.
 template <bool kSync>
 __global__ void __launch_bounds__(1024, 1) gather_phased(const uint4* __restrict__ in, uint4* __restrict__ out, const int* __restrict__ slots, int P, int k, int T, int rows) {
   extern __shared__ uint4 pbuf[];
@@ -210,14 +220,7 @@ __global__ void __launch_bounds__(1024, 1) gather_phased(const uint4* __restrict
       P, T, rows, pbuf,
       [&](int first, int i, uint4* buf) {
         const int r = i / P, c = i - r * P;
-        const int* sl = slots + (int64_t)(first + r) * k;
-        uint4 v[8];
-#pragma unroll
-        for (int s = 0; s < 8; ++s) v[s] = in[(int64_t)sl[s] * P + c];
-        uint4 a = v[0];
-#pragma unroll
-        for (int s = 1; s < 8; ++s) { a.x += v[s].x; a.y += v[s].y; a.z += v[s].z; a.w += v[s].w; }
-        buf[i] = a;
+        buf[i] = slot_lanes_sum(in, slots + (int64_t)(first + r) * k, P, c);
       },
       [&](int first, int i, uint4* buf) { out[(int64_t)first * P + i] = buf[i]; });
 }
@@ -226,14 +229,7 @@ __global__ void gather_packet(const uint4* __restrict__ in, uint4* __restrict__ 
   uint32_t total = T * P, stride = gridDim.x * blockDim.x;
   for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < total; q += stride) {
     const uint32_t r = q / P, c = q - r * P;
-    const int* sl = slots + (int64_t)r * 8;
-    uint4 v[8];
-#pragma unroll
-    for (int s = 0; s < 8; ++s) v[s] = in[(int64_t)sl[s] * P + c];
-    uint4 a = v[0];
-#pragma unroll
-    for (int s = 1; s < 8; ++s) { a.x += v[s].x; a.y += v[s].y; a.z += v[s].z; a.w += v[s].w; }
-    out[q] = a;
+    out[q] = slot_lanes_sum(in, slots + (int64_t)r * 8, P, c);
   }
 }
 
