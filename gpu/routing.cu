@@ -687,21 +687,33 @@ __global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider
 // its threads over the row's vectors, kIlp of them a thread in flight; the token's offsets and slots
 // are the same address for every thread of the block (one broadcast load a warp), where the
 // thread-per-vector kernel reads them for each vector's own token.
+//
+// The row's first vectors are loaded before the wait for the index: the row is the op's input, not
+// the index's, and it was written before the index's first kernel started (that kernel is launched
+// after every earlier kernel of the stream has completed, and this one only once that one runs), so
+// the blocks that the index's last kernel lets in early fetch their rows while it drains. A token
+// without slots (a padding row) reads its first vectors for nothing.
 template <class Vec, class Move, int kIlp>
 __global__ void __launch_bounds__(kThreads) copy_rows_token_kernel(CopyRows p, int per_row) {
-  wait_for_predecessor();
   const int64_t r = blockIdx.x;
-  const int begin = p.tok_off[r], end = p.tok_off[r + 1];
-  if (begin >= end) return;
   const Vec* row = static_cast<const Vec*>(p.src) + r * per_row;
-  Vec* dst = static_cast<Vec*>(p.dst);
-  for (int c0 = static_cast<int>(threadIdx.x); c0 < per_row; c0 += kThreads * kIlp) {
-    Vec x[kIlp];
+  Vec x[kIlp];
+  const auto load = [&](int c0) {
 #pragma unroll
     for (int u = 0; u < kIlp; ++u) {
       const int c = c0 + u * kThreads;
-      x[u] = c < per_row ? Move::apply(row[c]) : Vec{};  // once a token vector, written to each of its slots
+      x[u] = c < per_row ? row[c] : Vec{};
     }
+  };
+  load(static_cast<int>(threadIdx.x));
+  wait_for_predecessor();
+  const int begin = p.tok_off[r], end = p.tok_off[r + 1];
+  if (begin >= end) return;
+  Vec* dst = static_cast<Vec*>(p.dst);
+  for (int c0 = static_cast<int>(threadIdx.x); c0 < per_row; c0 += kThreads * kIlp) {
+    if (c0 != static_cast<int>(threadIdx.x)) load(c0);
+#pragma unroll
+    for (int u = 0; u < kIlp; ++u) x[u] = Move::apply(x[u]);  // once a token vector, written to each of its slots
     for (int s = begin; s < end; ++s) {
       Vec* out = dst + static_cast<int64_t>(p.slots[s]) * per_row;
 #pragma unroll
