@@ -57,13 +57,8 @@ RoutingCommon routing_common(const KernelArgs& k, const DeviceTensor& rows, int6
   return r;
 }
 
-// The aligned contracts' slot sum at H == 1: torch reduces the k slots of [T, k, 1] as the last
-// dim of [T, k], rule 7 with rows T. Every routed token has the same k (validate: megatron_eager,
-// and paddle_aligned's non-padding rows), read from the map here; rule 7 rejects ("unmodelled")
-// the widths it does not model. No plan where no token is routed (every sum is empty: +0).
-RowSumPlan slot_row_plan(const KernelArgs& k, const RoutingShape& shape) {
-  if (k.contract.order_of_arrival || shape.H != 1 || shape.T == 0 || shape.N == 0) return {};
-  const Tensor map = download(required(k.inputs, "routing_map"));
+// The most slots of a token in a [T, E] map.
+int64_t most_slots(const Tensor& map, const RoutingShape& shape) {
   const uint8_t* flags = map.data();
   int64_t slots = 0;
   for (int64_t t = 0; t < shape.T; ++t) {
@@ -71,6 +66,23 @@ RowSumPlan slot_row_plan(const KernelArgs& k, const RoutingShape& shape) {
     for (int64_t e = 0; e < shape.E; ++e) count += flags[t * shape.E + e] != 0;
     slots = std::max(slots, count);
   }
+  return slots;
+}
+
+// The aligned contracts' slot sum at H == 1: torch reduces the k slots of [T, k, 1] as the last
+// dim of [T, k], rule 7 with rows T. Every routed token has the same k (validate: megatron_eager,
+// and paddle_aligned's non-padding rows), read from the map here: the case's own host copy where
+// it still holds one (a staged batch's bind then makes no round trip to the device between its
+// cases), else the device tensor downloaded (a benchmark's case drops its host inputs once
+// uploaded). Rule 7 rejects ("unmodelled") the widths it does not model. No plan where no token is
+// routed (every sum is empty: +0).
+RowSumPlan slot_row_plan(const KernelArgs& k, const RoutingShape& shape) {
+  if (k.contract.order_of_arrival || shape.H != 1 || shape.T == 0 || shape.N == 0) return {};
+  const DeviceTensor& device = required(k.inputs, "routing_map");
+  const auto host = k.c.inputs.find("routing_map");
+  const bool on_host =
+      host != k.c.inputs.end() && host->second.dtype() == device.dtype && host->second.shape() == device.shape;
+  const int64_t slots = on_host ? most_slots(host->second, shape) : most_slots(download(device), shape);
   return rule7_row_sum_plan(slots, shape.T);
 }
 
