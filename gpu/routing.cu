@@ -27,6 +27,12 @@
 // launch gap separates the kernels. At T = 16384, E = 160 the map is
 // 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
 //
+// Every kernel is a body (gpu/common/launch.cuh, launch_body below): alone as above, or, while
+// run_batch collects a staged batch of small cases (the aligned contracts' records), one batched
+// launch a kernel for up to 32 cases, the batched launches one after another (no programmatic
+// dependence between them). A case that takes probs_backward's kernel of a block a row, which has
+// no batched twin, makes all its launches directly (LaunchDirectly).
+//
 // The payload kernels (16-byte packets where the row allows; grid-stride loops but for copy_rows'
 // block per token):
 //   copy_rows:      one item per (token, packet): the token's packet is read once and written to
@@ -52,6 +58,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -121,6 +128,20 @@ void launch(void (*kernel)(Params...), unsigned grid, unsigned block, size_t sha
   config.numAttrs = dependent ? 1 : 0;
   check_cuda(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), what);
   check_launch(what, stream);
+}
+
+// Launches Body (gpu/common/launch.cuh) on `grid` blocks as launch does, or, while the calling
+// thread collects launches (run_batch), collects it, to run in one batched launch with the other
+// cases' launches of Body (not as a programmatic dependent: the batched launches of a batch run one
+// after another). A launcher whose case makes any other launch runs the case under LaunchDirectly.
+template <class Body>
+void launch_body(const typename Body::Args& args, unsigned grid, void* stream, bool dependent, const char* what) {
+  if (LaunchBatch* batch = collecting_launches()) {
+    const BodyItem<Body> item{args, grid};
+    batch->add(&launch_body_batch<Body>, BodyBatch<Body>::kItems, &item, sizeof item, grid, stream, what);
+    return;
+  }
+  launch(body_kernel<Body>, grid, Body::kBlock, 0, stream, dependent, what, args);
 }
 
 // --- workspace ------------------------------------------------------------------------------
@@ -339,11 +360,23 @@ __device__ __forceinline__ void count_tile(const uint8_t* map, int T, int E, int
   if (threadIdx.x == 0) ix.tile_rows[tile] = total;
 }
 
-__global__ void __launch_bounds__(kTileTokens)
-    index_count_kernel(const uint8_t* map, int T, int E, int tiles, int load, Index ix) {
-  release_successor();
-  count_tile(map, T, E, tiles, static_cast<int>(blockIdx.x), load, ix);
-}
+// The index kernels' arguments (each reads the ones it needs).
+struct IndexArgs {
+  const uint8_t* map;
+  const float* probs;  // [T, E] or nullptr: slot_weight is written where given
+  int T, E, tiles, N, load;
+  bool positions;  // pos_token and pos_expert are written
+  Index ix;
+};
+
+struct IndexCount {
+  using Args = IndexArgs;
+  static constexpr int kBlock = kTileTokens, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    release_successor();
+    count_tile(a.map, a.T, a.E, a.tiles, static_cast<int>(at.block), a.load, a.ix);
+  }
+};
 
 // Exclusive scan of data[0, n) in place by one block of kBlockThreads, each thread taking
 // kScanPerThread consecutive elements a pass (16-byte accesses where they are whole and aligned); returns
@@ -407,13 +440,17 @@ __device__ int block_exclusive_scan(int* data, int64_t n) {
 // tile_count flattened expert-major is scanned exclusively, so that tile_count[e][b] becomes
 // off[e] + #{t in tiles before b : M[t, e]}; tile_rows[b] becomes the first slot of tile b, and
 // tok_off[T] the number of true entries.
-__global__ void __launch_bounds__(kScanThreads) index_scan_kernel(int T, int E, int tiles, Index ix) {
-  release_successor();
-  wait_for_predecessor();
-  block_exclusive_scan<kScanThreads>(ix.tile_count, static_cast<int64_t>(E) * tiles);
-  const int total = block_exclusive_scan<kScanThreads>(ix.tile_rows, tiles);
-  if (threadIdx.x == 0) ix.tok_off[T] = total;
-}
+struct IndexScan {
+  using Args = IndexArgs;
+  static constexpr int kBlock = kScanThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos) {
+    release_successor();
+    wait_for_predecessor();
+    block_exclusive_scan<kScanThreads>(a.ix.tile_count, static_cast<int64_t>(a.E) * a.tiles);
+    const int total = block_exclusive_scan<kScanThreads>(a.ix.tile_rows, a.tiles);
+    if (threadIdx.x == 0) a.ix.tok_off[a.T] = total;
+  }
+};
 
 // Column e's true entries in the tiles before `tile` (prefix) and in every tile (total): the sums
 // of the count kernel's row tile_count[e][0, tiles), in 16-byte loads where the row is 16-byte
@@ -538,31 +575,35 @@ __device__ __forceinline__ void place_tile(const uint8_t* map, const float* prob
 // At least 8 blocks an SM, that is at most 64 registers: left to itself, ptxas has held the kSums
 // kernel to 32 and spilled, or not, by the code around it.
 template <bool kSums>
-__global__ void __launch_bounds__(kTileTokens, 8)
-    index_place_kernel(const uint8_t* map, const float* probs, int T, int E, int tiles, int N, int load, bool positions,
-                       Index ix) {
-  release_successor();
-  wait_for_predecessor();
-  place_tile<kSums>(map, probs, T, E, tiles, static_cast<int>(blockIdx.x), N, load, positions, ix);
-}
+struct IndexPlace {
+  using Args = IndexArgs;
+  static constexpr int kBlock = kTileTokens, kMinBlocks = 8;
+  static __device__ void run(const Args& a, GridPos at) {
+    release_successor();
+    wait_for_predecessor();
+    place_tile<kSums>(a.map, a.probs, a.T, a.E, a.tiles, static_cast<int>(at.block), a.N, a.load, a.positions, a.ix);
+  }
+};
 
 // The whole index of a map of one tile (T <= kTileTokens, E <= kOneKernelCounts: one pass of the
 // scan) in one block: count, the scan of its E column counts, place. The same index as the other
 // paths', in one launch where a small case would pay two.
-__global__ void __launch_bounds__(kTileTokens)
-    index_one_tile_kernel(const uint8_t* map, const float* probs, int T, int E, int N, int load, bool positions,
-                          Index ix) {
-  release_successor();
-  count_tile(map, T, E, 1, 0, load, ix);
-  __syncthreads();  // tile_count, tok_off and tile_rows are read by other threads below
-  block_exclusive_scan<kTileTokens>(ix.tile_count, E);
-  if (threadIdx.x == 0) {
-    ix.tok_off[T] = ix.tile_rows[0];  // the true entries
-    ix.tile_rows[0] = 0;              // the tile's first slot
+struct IndexOneTile {
+  using Args = IndexArgs;
+  static constexpr int kBlock = kTileTokens, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos) {
+    release_successor();
+    count_tile(a.map, a.T, a.E, 1, 0, a.load, a.ix);
+    __syncthreads();  // tile_count, tok_off and tile_rows are read by other threads below
+    block_exclusive_scan<kTileTokens>(a.ix.tile_count, a.E);
+    if (threadIdx.x == 0) {
+      a.ix.tok_off[a.T] = a.ix.tile_rows[0];  // the true entries
+      a.ix.tile_rows[0] = 0;                  // the tile's first slot
+    }
+    __syncthreads();
+    place_tile<false>(a.map, a.probs, a.T, a.E, 1, 0, a.N, a.load, a.positions, a.ix);
   }
-  __syncthreads();
-  place_tile<false>(map, probs, T, E, 1, 0, N, load, positions, ix);
-}
+};
 
 // Whether place sums the count kernel's tile counts itself (no scan kernel): every block reads all
 // tiles x E of them, so at most kTileTokens tiles (a thread each) and kIndexPlaceSumsCounts counts.
@@ -581,22 +622,19 @@ Index build_index(const RoutingCommon& r, const Layout& l, bool positions, const
   const auto map = static_cast<const uint8_t*>(r.routing_map);
   const int T = static_cast<int>(s.T), E = static_cast<int>(s.E), N = static_cast<int>(s.N);
   const int tiles = static_cast<int>(tiles_of(s.T));
-  const int load = flag_load_of(map, s.E);
+  const IndexArgs a{map, probs, T, E, tiles, N, flag_load_of(map, s.E), positions, ix};
   if (tiles == 1 && E <= kOneKernelCounts) {
-    launch(index_one_tile_kernel, 1, kTileTokens, 0, r.stream, false, "routing index", map, probs, T, E, N, load,
-           positions, ix);
+    launch_body<IndexOneTile>(a, 1, r.stream, false, "routing index");
     return ix;
   }
   const auto grid = static_cast<unsigned>(tiles);
-  launch(index_count_kernel, grid, kTileTokens, 0, r.stream, false, "routing index count", map, T, E, tiles, load, ix);
+  launch_body<IndexCount>(a, grid, r.stream, false, "routing index count");
   if (place_sums(tiles, E)) {
-    launch(index_place_kernel<true>, grid, kTileTokens, 0, r.stream, true, "routing index place", map, probs, T, E,
-           tiles, N, load, positions, ix);
+    launch_body<IndexPlace<true>>(a, grid, r.stream, true, "routing index place");
     return ix;
   }
-  launch(index_scan_kernel, 1, kScanThreads, 0, r.stream, true, "routing index scan", T, E, tiles, ix);
-  launch(index_place_kernel<false>, grid, kTileTokens, 0, r.stream, true, "routing index place", map, probs, T, E,
-         tiles, N, load, positions, ix);
+  launch_body<IndexScan>(a, 1, r.stream, true, "routing index scan");
+  launch_body<IndexPlace<false>>(a, grid, r.stream, true, "routing index place");
   return ix;
 }
 
@@ -605,8 +643,27 @@ void require_workspace(const RoutingCommon& r, bool fp32_rows, const char* who) 
     throw std::invalid_argument(std::string(who) + ": no workspace (routing_workspace_bytes)");
 }
 
+// Zeros as a kernel, for a case whose launches a batch collects: a memset would be a device call
+// of its own a case.
+struct ZeroBytes {
+  struct Args {
+    unsigned char* p;
+    int64_t bytes;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const int64_t stride = static_cast<int64_t>(at.blocks) * kBlock;
+    for (int64_t i = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; i < a.bytes; i += stride) a.p[i] = 0;
+  }
+};
+
 void zero(void* p, size_t bytes, void* stream, const char* what) {
   if (bytes == 0) return;
+  if (collecting_launches()) {
+    const auto n = static_cast<int64_t>(bytes);
+    return launch_body<ZeroBytes>({static_cast<unsigned char*>(p), n}, resident_grid<body_kernel<ZeroBytes>>(n),
+                                  stream, false, what);
+  }
   check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream)), what);
 }
 
@@ -652,36 +709,45 @@ struct PlusZero {
 };
 
 template <class Vec, class Move, int kIlp>
-__global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider per_row) {
-  wait_for_predecessor();
-  const Vec* src = static_cast<const Vec*>(p.src);
-  Vec* dst = static_cast<Vec*>(p.dst);
-  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
-  const uint32_t stride = gridDim.x * blockDim.x;
-  for (uint32_t k0 = blockIdx.x * blockDim.x + threadIdx.x; k0 < total; k0 += stride * kIlp) {
-    Vec x[kIlp];
-    uint32_t col[kIlp];
-    int begin[kIlp], end[kIlp];
+struct CopyRowsBody {
+  struct Args {
+    CopyRows p;
+    Divider per_row;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const CopyRows& p = a.p;
+    const Divider per_row = a.per_row;
+    wait_for_predecessor();
+    const Vec* src = static_cast<const Vec*>(p.src);
+    Vec* dst = static_cast<Vec*>(p.dst);
+    const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+    const uint32_t stride = at.blocks * blockDim.x;
+    for (uint32_t k0 = at.block * blockDim.x + threadIdx.x; k0 < total; k0 += stride * kIlp) {
+      Vec x[kIlp];
+      uint32_t col[kIlp];
+      int begin[kIlp], end[kIlp];
 #pragma unroll
-    for (int u = 0; u < kIlp; ++u) {
-      const uint32_t k = k0 + u * stride;
-      x[u] = Vec{};
-      col[u] = 0;
-      begin[u] = end[u] = 0;
-      if (k >= total) continue;
-      const uint32_t r = per_row.div(k);
-      col[u] = k - r * per_row.d;
-      begin[u] = p.tok_off[r];
-      end[u] = p.tok_off[r + 1];
-      if (begin[u] < end[u]) x[u] = src[static_cast<int64_t>(r) * per_row.d + col[u]];
-    }
+      for (int u = 0; u < kIlp; ++u) {
+        const uint32_t k = k0 + u * stride;
+        x[u] = Vec{};
+        col[u] = 0;
+        begin[u] = end[u] = 0;
+        if (k >= total) continue;
+        const uint32_t r = per_row.div(k);
+        col[u] = k - r * per_row.d;
+        begin[u] = p.tok_off[r];
+        end[u] = p.tok_off[r + 1];
+        if (begin[u] < end[u]) x[u] = src[static_cast<int64_t>(r) * per_row.d + col[u]];
+      }
 #pragma unroll
-    for (int u = 0; u < kIlp; ++u) {
-      const Vec y = Move::apply(x[u]);  // once a token packet, written to each of its slots
-      for (int s = begin[u]; s < end[u]; ++s) dst[static_cast<int64_t>(p.slots[s]) * per_row.d + col[u]] = y;
+      for (int u = 0; u < kIlp; ++u) {
+        const Vec y = Move::apply(x[u]);  // once a token packet, written to each of its slots
+        for (int s = begin[u]; s < end[u]; ++s) dst[static_cast<int64_t>(p.slots[s]) * per_row.d + col[u]] = y;
+      }
     }
   }
-}
+};
 
 // Rows of at least kTokenBlockVectors vectors (permute's 8 KB bf16 rows: 512): a block per token,
 // its threads over the row's vectors, kIlp of them a thread in flight; the token's offsets and slots
@@ -694,34 +760,43 @@ __global__ void __launch_bounds__(kThreads) copy_rows_kernel(CopyRows p, Divider
 // the blocks that the index's last kernel lets in early fetch their rows while it drains. A token
 // without slots (a padding row) reads its first vectors for nothing.
 template <class Vec, class Move, int kIlp>
-__global__ void __launch_bounds__(kThreads) copy_rows_token_kernel(CopyRows p, int per_row) {
-  const int64_t r = blockIdx.x;
-  const Vec* row = static_cast<const Vec*>(p.src) + r * per_row;
-  Vec x[kIlp];
-  const auto load = [&](int c0) {
-#pragma unroll
-    for (int u = 0; u < kIlp; ++u) {
-      const int c = c0 + u * kThreads;
-      x[u] = c < per_row ? row[c] : Vec{};
-    }
+struct CopyRowsTokenBody {
+  struct Args {
+    CopyRows p;
+    int per_row;
   };
-  load(static_cast<int>(threadIdx.x));
-  wait_for_predecessor();
-  const int begin = p.tok_off[r], end = p.tok_off[r + 1];
-  if (begin >= end) return;
-  Vec* dst = static_cast<Vec*>(p.dst);
-  for (int c0 = static_cast<int>(threadIdx.x); c0 < per_row; c0 += kThreads * kIlp) {
-    if (c0 != static_cast<int>(threadIdx.x)) load(c0);
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const CopyRows& p = a.p;
+    const int per_row = a.per_row;
+    const int64_t r = at.block;
+    const Vec* row = static_cast<const Vec*>(p.src) + r * per_row;
+    Vec x[kIlp];
+    const auto load = [&](int c0) {
 #pragma unroll
-    for (int u = 0; u < kIlp; ++u) x[u] = Move::apply(x[u]);  // once a token vector, written to each of its slots
-    for (int s = begin; s < end; ++s) {
-      Vec* out = dst + static_cast<int64_t>(p.slots[s]) * per_row;
+      for (int u = 0; u < kIlp; ++u) {
+        const int c = c0 + u * kThreads;
+        x[u] = c < per_row ? row[c] : Vec{};
+      }
+    };
+    load(static_cast<int>(threadIdx.x));
+    wait_for_predecessor();
+    const int begin = p.tok_off[r], end = p.tok_off[r + 1];
+    if (begin >= end) return;
+    Vec* dst = static_cast<Vec*>(p.dst);
+    for (int c0 = static_cast<int>(threadIdx.x); c0 < per_row; c0 += kThreads * kIlp) {
+      if (c0 != static_cast<int>(threadIdx.x)) load(c0);
 #pragma unroll
-      for (int u = 0; u < kIlp; ++u)
-        if (c0 + u * kThreads < per_row) out[c0 + u * kThreads] = x[u];
+      for (int u = 0; u < kIlp; ++u) x[u] = Move::apply(x[u]);  // once a token vector, written to each of its slots
+      for (int s = begin; s < end; ++s) {
+        Vec* out = dst + static_cast<int64_t>(p.slots[s]) * per_row;
+#pragma unroll
+        for (int u = 0; u < kIlp; ++u)
+          if (c0 + u * kThreads < per_row) out[c0 + u * kThreads] = x[u];
+      }
     }
   }
-}
+};
 
 template <class Vec, class Move, int kIlp>
 void launch_copy_rows(const CopyRows& args, int64_t per_row) {
@@ -731,13 +806,14 @@ void launch_copy_rows(const CopyRows& args, int64_t per_row) {
     chunk.src = advanced(args.src, first * per_row * static_cast<int64_t>(sizeof(Vec)));
     chunk.tok_off = args.tok_off + first;
     if (per_row >= kTokenBlockVectors) {
-      launch(copy_rows_token_kernel<Vec, Move, kIlp>, static_cast<unsigned>(rows), kThreads, 0, args.stream, true,
-             "routing copy_rows", chunk, static_cast<int>(per_row));
+      using Body = CopyRowsTokenBody<Vec, Move, kIlp>;
+      launch_body<Body>({chunk, static_cast<int>(per_row)}, static_cast<unsigned>(rows), args.stream, true,
+                        "routing copy_rows");
       return;
     }
-    constexpr auto kKernel = copy_rows_kernel<Vec, Move, kIlp>;
-    launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing copy_rows", chunk,
-           Divider(static_cast<uint32_t>(per_row)));
+    using Body = CopyRowsBody<Vec, Move, kIlp>;
+    launch_body<Body>({chunk, Divider(static_cast<uint32_t>(per_row))}, resident_grid<body_kernel<Body>>(rows * per_row),
+                      args.stream, true, "routing copy_rows");
   });
 }
 
@@ -807,84 +883,93 @@ struct GatherSum {
 // values in the same order: the registers they need, not the bits, differ (the kernel's register
 // count sets how many threads an SM keeps, and so the loads in flight).
 template <class Act, int kN, int kBatch>
-__global__ void __launch_bounds__(kThreads) gather_sum_kernel(GatherSum p, Divider per_row) {
-  wait_for_predecessor();
-  using S = typename Act::Storage;
-  constexpr int kWide = 4;                    // slots a step of the path for more than kBatch slots
-  constexpr int kSub = kN >= 4 ? kN / 4 : 1;  // elements a pass of that path
-  const S* src = static_cast<const S*>(p.src);
-  S* dst = static_cast<S*>(p.dst);
-  const int64_t H = p.H;
-  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
-  const uint32_t stride = gridDim.x * blockDim.x;
-  for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < total; k += stride) {
-    const uint32_t r = per_row.div(k);
-    const int64_t c = static_cast<int64_t>(k - r * per_row.d) * kN;
-    const int begin = p.tok_off[r], end = p.tok_off[r + 1];
-    float out[kN];
-    if (end - begin <= kBatch) {
-      Chunk<Act, kN> v[kBatch];
-      float weight[kBatch];
-#pragma unroll
-      for (int q = 0; q < kBatch; ++q) {
-        weight[q] = 1.0f;
-        if (begin + q >= end) continue;
-        const int pos = p.slots[begin + q];
-        v[q] = load_raw<Act, kN>(src + static_cast<int64_t>(pos) * H + c);
-        if (p.slot_weight) weight[q] = p.slot_weight[begin + q];
-      }
-#pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+struct GatherSumBody {
+  struct Args {
+    GatherSum p;
+    Divider per_row;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const GatherSum& p = a.p;
+    const Divider per_row = a.per_row;
+    wait_for_predecessor();
+    using S = typename Act::Storage;
+    constexpr int kWide = 4;                    // slots a step of the path for more than kBatch slots
+    constexpr int kSub = kN >= 4 ? kN / 4 : 1;  // elements a pass of that path
+    const S* src = static_cast<const S*>(p.src);
+    S* dst = static_cast<S*>(p.dst);
+    const int64_t H = p.H;
+    const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+    const uint32_t stride = at.blocks * blockDim.x;
+    for (uint32_t k = at.block * blockDim.x + threadIdx.x; k < total; k += stride) {
+      const uint32_t r = per_row.div(k);
+      const int64_t c = static_cast<int64_t>(k - r * per_row.d) * kN;
+      const int begin = p.tok_off[r], end = p.tok_off[r + 1];
+      float out[kN];
+      if (end - begin <= kBatch) {
+        Chunk<Act, kN> v[kBatch];
+        float weight[kBatch];
 #pragma unroll
         for (int q = 0; q < kBatch; ++q) {
+          weight[q] = 1.0f;
           if (begin + q >= end) continue;
-          float x = Act::load(v[q].e[i]);
-          if (p.slot_weight) x = __fmul_rn(x, weight[q]);
-          a[q % 4] = __fadd_rn(a[q % 4], x);
+          const int pos = p.slots[begin + q];
+          v[q] = load_raw<Act, kN>(src + static_cast<int64_t>(pos) * H + c);
+          if (p.slot_weight) weight[q] = p.slot_weight[begin + q];
         }
-        out[i] = sum_of_four(a[0], a[1], a[2], a[3]);
-      }
-    } else {
-      // kSub elements a pass (a quarter of a 16-byte item, else one element), so that its
-      // accumulators and loads need fewer registers than the single-batch path above.
 #pragma unroll
-      for (int i0 = 0; i0 < kN; i0 += kSub) {
-        float acc[4][kSub];
+        for (int i = 0; i < kN; ++i) {
+          float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int a = 0; a < 4; ++a)
-#pragma unroll
-          for (int i = 0; i < kSub; ++i) acc[a][i] = 0.0f;
-        for (int s0 = begin; s0 < end; s0 += kWide) {  // a step starts at a multiple of 4: slot q's accumulator is q
-          Chunk<Act, kSub> v[kWide];
-          float weight[kWide];
-#pragma unroll
-          for (int q = 0; q < kWide; ++q) {
-            weight[q] = 1.0f;
-            if (s0 + q >= end) continue;
-            const int pos = p.slots[s0 + q];
-            v[q] = load_raw<Act, kSub>(src + static_cast<int64_t>(pos) * H + c + i0);
-            if (p.slot_weight) weight[q] = p.slot_weight[s0 + q];
+          for (int q = 0; q < kBatch; ++q) {
+            if (begin + q >= end) continue;
+            float x = Act::load(v[q].e[i]);
+            if (p.slot_weight) x = __fmul_rn(x, weight[q]);
+            a[q % 4] = __fadd_rn(a[q % 4], x);
           }
+          out[i] = sum_of_four(a[0], a[1], a[2], a[3]);
+        }
+      } else {
+        // kSub elements a pass (a quarter of a 16-byte item, else one element), so that its
+        // accumulators and loads need fewer registers than the single-batch path above.
 #pragma unroll
-          for (int q = 0; q < kWide; ++q) {
-            if (s0 + q >= end) continue;
+        for (int i0 = 0; i0 < kN; i0 += kSub) {
+          float acc[4][kSub];
 #pragma unroll
-            for (int i = 0; i < kSub; ++i) {
-              float x = Act::load(v[q].e[i]);
-              if (p.slot_weight) x = __fmul_rn(x, weight[q]);
-              acc[q][i] = __fadd_rn(acc[q][i], x);
+          for (int a = 0; a < 4; ++a)
+#pragma unroll
+            for (int i = 0; i < kSub; ++i) acc[a][i] = 0.0f;
+          for (int s0 = begin; s0 < end; s0 += kWide) {  // a step starts at a multiple of 4: slot q's accumulator is q
+            Chunk<Act, kSub> v[kWide];
+            float weight[kWide];
+#pragma unroll
+            for (int q = 0; q < kWide; ++q) {
+              weight[q] = 1.0f;
+              if (s0 + q >= end) continue;
+              const int pos = p.slots[s0 + q];
+              v[q] = load_raw<Act, kSub>(src + static_cast<int64_t>(pos) * H + c + i0);
+              if (p.slot_weight) weight[q] = p.slot_weight[s0 + q];
+            }
+#pragma unroll
+            for (int q = 0; q < kWide; ++q) {
+              if (s0 + q >= end) continue;
+#pragma unroll
+              for (int i = 0; i < kSub; ++i) {
+                float x = Act::load(v[q].e[i]);
+                if (p.slot_weight) x = __fmul_rn(x, weight[q]);
+                acc[q][i] = __fadd_rn(acc[q][i], x);
+              }
             }
           }
-        }
 #pragma unroll
-        for (int i = 0; i < kSub; ++i)
-          out[i0 + i] = sum_of_four(acc[0][i], acc[1][i], acc[2][i], acc[3][i]);
+          for (int i = 0; i < kSub; ++i)
+            out[i0 + i] = sum_of_four(acc[0][i], acc[1][i], acc[2][i], acc[3][i]);
+        }
       }
+      store_chunk<Act, kN>(dst + static_cast<int64_t>(r) * H + c, out);
     }
-    store_chunk<Act, kN>(dst + static_cast<int64_t>(r) * H + c, out);
   }
-}
+};
 
 template <class Act, int kN, int kBatch>
 void launch_gather_sum(const GatherSum& args) {
@@ -894,9 +979,9 @@ void launch_gather_sum(const GatherSum& args) {
     chunk.rows = rows;
     chunk.tok_off = args.tok_off + first;
     chunk.dst = advanced(args.dst, first * args.H * static_cast<int64_t>(sizeof(typename Act::Storage)));
-    constexpr auto kKernel = gather_sum_kernel<Act, kN, kBatch>;
-    launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing gather_sum",
-           chunk, Divider(static_cast<uint32_t>(per_row)));
+    using Body = GatherSumBody<Act, kN, kBatch>;
+    launch_body<Body>({chunk, Divider(static_cast<uint32_t>(per_row))}, resident_grid<body_kernel<Body>>(rows * per_row),
+                      args.stream, true, "routing gather_sum");
   });
 }
 
@@ -973,28 +1058,33 @@ struct SlotRowSum {
 // dst[t] = dt(the rule-7 row sum of x_j over t's slots), x_j = f32(src[slot j]) or, with probs,
 // f32(src[slot j]) * probs[t, e_j]; +0 for a token without slots.
 template <class Act>
-__global__ void __launch_bounds__(kThreads) slot_row_sum_kernel(SlotRowSum p) {
-  wait_for_predecessor();
-  using S = typename Act::Storage;
-  const S* src = static_cast<const S*>(p.src);
-  S* dst = static_cast<S*>(p.dst);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < p.T; t += stride) {
-    const int begin = p.tok_off[t];
-    const int width = p.tok_off[t + 1] - begin;
-    const auto x = [&](int j) {
-      const int pos = p.slots[begin + j];
-      const float v = Act::load(src[pos]);
-      return p.slot_weight ? __fmul_rn(v, p.slot_weight[begin + j]) : v;
-    };
-    dst[t] = Act::store(width > 0 ? serial_rule7_row_sum(width, p.plan, x) : 0.0f);
+struct SlotRowSumBody {
+  using Args = SlotRowSum;
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const SlotRowSum& p = a;
+    wait_for_predecessor();
+    using S = typename Act::Storage;
+    const S* src = static_cast<const S*>(p.src);
+    S* dst = static_cast<S*>(p.dst);
+    const int64_t stride = static_cast<int64_t>(at.blocks) * blockDim.x;
+    for (int64_t t = static_cast<int64_t>(at.block) * blockDim.x + threadIdx.x; t < p.T; t += stride) {
+      const int begin = p.tok_off[t];
+      const int width = p.tok_off[t + 1] - begin;
+      const auto x = [&](int j) {
+        const int pos = p.slots[begin + j];
+        const float v = Act::load(src[pos]);
+        return p.slot_weight ? __fmul_rn(v, p.slot_weight[begin + j]) : v;
+      };
+      dst[t] = Act::store(width > 0 ? serial_rule7_row_sum(width, p.plan, x) : 0.0f);
+    }
   }
-}
+};
 
 template <class Act>
 void launch_slot_row_sum(const SlotRowSum& args) {
-  constexpr auto kKernel = slot_row_sum_kernel<Act>;
-  launch(kKernel, resident_grid<kKernel>(args.T), kThreads, 0, args.stream, true, "routing slot_row_sum", args);
+  using Body = SlotRowSumBody<Act>;
+  launch_body<Body>(args, resident_grid<body_kernel<Body>>(args.T), args.stream, true, "routing slot_row_sum");
 }
 
 // dst[t] = the sum over t's slots of `src` ([N, H]), each value times probs[t, e_j] first where
@@ -1075,32 +1165,41 @@ __device__ __forceinline__ void atomic_add_pair_to(FP16, uint16_t* p, const uint
 // kPair elements an item (2 for 16-bit dtypes where H is even). kProducts: adds the fp32 product
 // f32(x) * probs[t, e] into fp32 rows; otherwise x in the dtype.
 template <class Act, int kPair, bool kProducts>
-__global__ void __launch_bounds__(kThreads) atomic_scatter_kernel(AtomicScatter p, Divider per_row) {
-  wait_for_predecessor();
-  using S = typename Act::Storage;
-  const S* src = static_cast<const S*>(p.src);
-  const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
-  const uint32_t stride = gridDim.x * blockDim.x;
-  for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < total; k += stride) {
-    const uint32_t r = per_row.div(k);
-    const int64_t c = static_cast<int64_t>(k - r * per_row.d) * kPair;
-    const int64_t t = p.pos_token[r];
-    const S* x = src + static_cast<int64_t>(r) * p.H + c;
-    if constexpr (kProducts) {
-      const float w = p.probs[t * p.E + p.pos_expert[r]];
-      float* row = static_cast<float*>(p.dst) + t * p.H + c;
+struct AtomicScatterBody {
+  struct Args {
+    AtomicScatter p;
+    Divider per_row;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const AtomicScatter& p = a.p;
+    const Divider per_row = a.per_row;
+    wait_for_predecessor();
+    using S = typename Act::Storage;
+    const S* src = static_cast<const S*>(p.src);
+    const uint32_t total = static_cast<uint32_t>(p.rows) * per_row.d;
+    const uint32_t stride = at.blocks * blockDim.x;
+    for (uint32_t k = at.block * blockDim.x + threadIdx.x; k < total; k += stride) {
+      const uint32_t r = per_row.div(k);
+      const int64_t c = static_cast<int64_t>(k - r * per_row.d) * kPair;
+      const int64_t t = p.pos_token[r];
+      const S* x = src + static_cast<int64_t>(r) * p.H + c;
+      if constexpr (kProducts) {
+        const float w = p.probs[t * p.E + p.pos_expert[r]];
+        float* row = static_cast<float*>(p.dst) + t * p.H + c;
 #pragma unroll
-      for (int i = 0; i < kPair; ++i) atomicAdd(row + i, __fmul_rn(Act::load(x[i]), w));
-    } else {
-      S* row = static_cast<S*>(p.dst) + t * p.H + c;
-      if constexpr (kPair == 2) {
-        atomic_add_pair_to(Act{}, row, x);
+        for (int i = 0; i < kPair; ++i) atomicAdd(row + i, __fmul_rn(Act::load(x[i]), w));
       } else {
-        atomic_add_to(Act{}, row, x);
+        S* row = static_cast<S*>(p.dst) + t * p.H + c;
+        if constexpr (kPair == 2) {
+          atomic_add_pair_to(Act{}, row, x);
+        } else {
+          atomic_add_to(Act{}, row, x);
+        }
       }
     }
   }
-}
+};
 
 template <class Act, int kPair, bool kProducts>
 void launch_atomic_scatter(const AtomicScatter& args) {
@@ -1112,9 +1211,9 @@ void launch_atomic_scatter(const AtomicScatter& args) {
     chunk.src = advanced(args.src, first * args.H * act);
     chunk.pos_token = args.pos_token + first;
     chunk.pos_expert = args.pos_expert + first;
-    constexpr auto kKernel = atomic_scatter_kernel<Act, kPair, kProducts>;
-    launch(kKernel, resident_grid<kKernel>(rows * per_row), kThreads, 0, args.stream, true, "routing atomic_scatter",
-           chunk, Divider(static_cast<uint32_t>(per_row)));
+    using Body = AtomicScatterBody<Act, kPair, kProducts>;
+    launch_body<Body>({chunk, Divider(static_cast<uint32_t>(per_row))}, resident_grid<body_kernel<Body>>(rows * per_row),
+                      args.stream, true, "routing atomic_scatter");
   });
 }
 
@@ -1153,18 +1252,29 @@ void atomic_scatter_rows(const RoutingCommon& r, const Index& ix, const void* sr
 
 // fp32 rows rounded once to the dtype.
 template <class Act>
-__global__ void __launch_bounds__(kThreads) round_rows_kernel(const float* src, typename Act::Storage* dst, int64_t n) {
-  wait_for_predecessor();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    dst[i] = Act::store(src[i]);
-}
+struct RoundRowsBody {
+  struct Args {
+    const float* src;
+    typename Act::Storage* dst;
+    int64_t n;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const float* src = a.src;
+    typename Act::Storage* dst = a.dst;
+    const int64_t n = a.n;
+    wait_for_predecessor();
+    const int64_t stride = static_cast<int64_t>(at.blocks) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(at.block) * blockDim.x + threadIdx.x; i < n; i += stride)
+      dst[i] = Act::store(src[i]);
+  }
+};
 
 template <class Act>
 void launch_round_rows(const float* src, void* dst, int64_t n, void* stream) {
-  constexpr auto kKernel = round_rows_kernel<Act>;
-  launch(kKernel, resident_grid<kKernel>(n), kThreads, 0, stream, true, "routing round_rows", src,
-         static_cast<typename Act::Storage*>(dst), n);
+  using Body = RoundRowsBody<Act>;
+  launch_body<Body>({src, static_cast<typename Act::Storage*>(dst), n}, resident_grid<body_kernel<Body>>(n), stream, true,
+                    "routing round_rows");
 }
 
 // --- probs_backward: unpermute's backward with probs --------------------------------------------
@@ -1193,129 +1303,161 @@ struct ProbsBackward {
   void* stream = nullptr;
 };
 
-template <class Act, int kBlock>
-__global__ void __launch_bounds__(kBlock) probs_backward_kernel(ProbsBackward p, int group) {
-  wait_for_predecessor();
-  using S = typename Act::Storage;
-  constexpr int V = kLanesPerThread<Act>;
-  extern __shared__ float tree[];
-  const int L = p.plan.lanes;
-  const int64_t H = p.H;
-  int64_t row;
-  int t;
-  if (group <= kWarpLanes) {
-    row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / group) + threadIdx.x / group;
-    t = static_cast<int>(threadIdx.x) % group;
-  } else {
-    row = blockIdx.x;
-    t = static_cast<int>(threadIdx.x);
-  }
-  const bool live = row < p.N;
-  float acc[V][kRuleVector];
+template <class Act, int kBlockThreads>
+struct ProbsBackwardBody {
+  struct Args {
+    ProbsBackward p;
+    int group;
+  };
+  static constexpr int kBlock = kBlockThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const ProbsBackward& p = a.p;
+    const int group = a.group;
+    wait_for_predecessor();
+    using S = typename Act::Storage;
+    constexpr int V = kLanesPerThread<Act>;
+    extern __shared__ float tree[];
+    const int L = p.plan.lanes;
+    const int64_t H = p.H;
+    int64_t row;
+    int t;
+    if (group <= kWarpLanes) {
+      row = static_cast<int64_t>(at.block) * (blockDim.x / group) + threadIdx.x / group;
+      t = static_cast<int>(threadIdx.x) % group;
+    } else {
+      row = at.block;
+      t = static_cast<int>(threadIdx.x);
+    }
+    const bool live = row < p.N;
+    float acc[V][kRuleVector];
 #pragma unroll
-  for (int q = 0; q < V; ++q)
+    for (int q = 0; q < V; ++q)
 #pragma unroll
-    for (int i = 0; i < kRuleVector; ++i) acc[q][i] = 0.0f;
+      for (int i = 0; i < kRuleVector; ++i) acc[q][i] = 0.0f;
 
-  int64_t token = 0, expert = 0;
-  if (live) {
-    // Team `row` takes slot `row` of the token-major slot list, so that the teams of a token's
-    // slots run together and read its d_out row from cache.
-    const int64_t pos = p.slots[row];
-    token = p.pos_token[pos];
-    expert = p.pos_expert[pos];
-    const float w = p.probs[token * p.E + expert];
-    const S* g_row = static_cast<const S*>(p.d_out) + token * H;
-    const S* z_row = static_cast<const S*>(p.permuted) + pos * H;
-    S* dz_row = static_cast<S*>(p.d_permuted) + pos * H;
-    // kN contiguous elements at column c: d_permuted stored, each product added to lane_acc0[i],
-    // which is acc[i / 4][i % 4] of this thread's lanes.
-    auto compute_chunk = [&](auto kN_tag, int64_t c, float* lane_acc0) {
-      constexpr int kN = decltype(kN_tag)::value;
-      const Chunk<Act, kN> g = load_raw<Act, kN>(g_row + c);
-      const Chunk<Act, kN> z = load_raw<Act, kN>(z_row + c);
-      float dz[kN];
+    int64_t token = 0, expert = 0;
+    if (live) {
+      // Team `row` takes slot `row` of the token-major slot list, so that the teams of a token's
+      // slots run together and read its d_out row from cache.
+      const int64_t pos = p.slots[row];
+      token = p.pos_token[pos];
+      expert = p.pos_expert[pos];
+      const float w = p.probs[token * p.E + expert];
+      const S* g_row = static_cast<const S*>(p.d_out) + token * H;
+      const S* z_row = static_cast<const S*>(p.permuted) + pos * H;
+      S* dz_row = static_cast<S*>(p.d_permuted) + pos * H;
+      // kN contiguous elements at column c: d_permuted stored, each product added to lane_acc0[i],
+      // which is acc[i / 4][i % 4] of this thread's lanes.
+      auto compute_chunk = [&](auto kN_tag, int64_t c, float* lane_acc0) {
+        constexpr int kN = decltype(kN_tag)::value;
+        const Chunk<Act, kN> g = load_raw<Act, kN>(g_row + c);
+        const Chunk<Act, kN> z = load_raw<Act, kN>(z_row + c);
+        float dz[kN];
 #pragma unroll
-      for (int i = 0; i < kN; ++i) {
-        const float gi = Act::load(g.e[i]);
-        dz[i] = __fmul_rn(__fadd_rn(0.0f, gi), w);
-        lane_acc0[i] = __fadd_rn(lane_acc0[i], __fmul_rn(gi, Act::load(z.e[i])));
-      }
-      store_chunk<Act, kN>(dz_row + c, dz);
-    };
-    if (p.plan.vectorized) {
-      constexpr int kUnit = kRuleVector * V;  // V lanes' 4-element groups
-      if (V == 1 || H % kUnit == 0) {
-        for (int64_t c = int64_t{kUnit} * t; c < H; c += int64_t{kRuleVector} * L)
-          compute_chunk(std::integral_constant<int, kUnit>{}, c, &acc[0][0]);
-      } else {
-        // 16-bit rows with H % 8 == 4: each lane's 4-element group alone.
-        for (int64_t start = int64_t{kUnit} * t; start < H; start += int64_t{kRuleVector} * L) {
+        for (int i = 0; i < kN; ++i) {
+          const float gi = Act::load(g.e[i]);
+          dz[i] = __fmul_rn(__fadd_rn(0.0f, gi), w);
+          lane_acc0[i] = __fadd_rn(lane_acc0[i], __fmul_rn(gi, Act::load(z.e[i])));
+        }
+        store_chunk<Act, kN>(dz_row + c, dz);
+      };
+      if (p.plan.vectorized) {
+        constexpr int kUnit = kRuleVector * V;  // V lanes' 4-element groups
+        if (V == 1 || H % kUnit == 0) {
+          for (int64_t c = int64_t{kUnit} * t; c < H; c += int64_t{kRuleVector} * L)
+            compute_chunk(std::integral_constant<int, kUnit>{}, c, &acc[0][0]);
+        } else {
+          // 16-bit rows with H % 8 == 4: each lane's 4-element group alone.
+          for (int64_t start = int64_t{kUnit} * t; start < H; start += int64_t{kRuleVector} * L) {
 #pragma unroll
-          for (int q = 0; q < V; ++q) {
-            const int64_t c = start + kRuleVector * q;
-            if (c < H) compute_chunk(std::integral_constant<int, kRuleVector>{}, c, acc[q]);
+            for (int q = 0; q < V; ++q) {
+              const int64_t c = start + kRuleVector * q;
+              if (c < H) compute_chunk(std::integral_constant<int, kRuleVector>{}, c, acc[q]);
+            }
           }
         }
-      }
-    } else {
-      // Lane l = V * t + q reads element l + L * it into acc[q][it % 4].
-      for (int64_t it0 = 0; int64_t{V} * t + int64_t{L} * it0 < H; it0 += kRuleVector) {
+      } else {
+        // Lane l = V * t + q reads element l + L * it into acc[q][it % 4].
+        for (int64_t it0 = 0; int64_t{V} * t + int64_t{L} * it0 < H; it0 += kRuleVector) {
 #pragma unroll
-        for (int k = 0; k < kRuleVector; ++k)
+          for (int k = 0; k < kRuleVector; ++k)
 #pragma unroll
-          for (int q = 0; q < V; ++q) {
-            const int lane = V * t + q;
-            const int64_t j = lane + int64_t{L} * (it0 + k);
-            if (lane >= L || j >= H) continue;
-            const float gi = Act::load(g_row[j]);
-            dz_row[j] = Act::store(__fmul_rn(__fadd_rn(0.0f, gi), w));
-            acc[q][k] = __fadd_rn(acc[q][k], __fmul_rn(gi, Act::load(z_row[j])));
-          }
+            for (int q = 0; q < V; ++q) {
+              const int lane = V * t + q;
+              const int64_t j = lane + int64_t{L} * (it0 + k);
+              if (lane >= L || j >= H) continue;
+              const float gi = Act::load(g_row[j]);
+              dz_row[j] = Act::store(__fmul_rn(__fadd_rn(0.0f, gi), w));
+              acc[q][k] = __fadd_rn(acc[q][k], __fmul_rn(gi, Act::load(z_row[j])));
+            }
+        }
       }
     }
+    const float total = rule7_row_total<V>(acc, L, group, t, tree);
+    if (live && t == 0) p.d_probs[token * p.E + expert] = total;
   }
-  const float total = rule7_row_total<V>(acc, L, group, t, tree);
-  if (live && t == 0) p.d_probs[token * p.E + expert] = total;
-}
+};
 
 // H == 1: d_permuted[pos] = dt((+0 + f32(d_out[t])) * p), d_probs[t, e] = f32(d_out[t]) *
 // f32(permuted[pos]), no sum.
 template <class Act>
-__global__ void __launch_bounds__(kThreads) probs_backward_single_kernel(ProbsBackward p) {
-  wait_for_predecessor();
-  using S = typename Act::Storage;
-  const S* d_out = static_cast<const S*>(p.d_out);
-  const S* permuted = static_cast<const S*>(p.permuted);
-  S* d_permuted = static_cast<S*>(p.d_permuted);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; row < p.N; row += stride) {
-    const int64_t token = p.pos_token[row], expert = p.pos_expert[row];
-    const float g = Act::load(d_out[token]);
-    d_permuted[row] = Act::store(__fmul_rn(__fadd_rn(0.0f, g), p.probs[token * p.E + expert]));
-    p.d_probs[token * p.E + expert] = __fmul_rn(g, Act::load(permuted[row]));
+struct ProbsBackwardSingleBody {
+  using Args = ProbsBackward;
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const ProbsBackward& p = a;
+    wait_for_predecessor();
+    using S = typename Act::Storage;
+    const S* d_out = static_cast<const S*>(p.d_out);
+    const S* permuted = static_cast<const S*>(p.permuted);
+    S* d_permuted = static_cast<S*>(p.d_permuted);
+    const int64_t stride = static_cast<int64_t>(at.blocks) * blockDim.x;
+    for (int64_t row = static_cast<int64_t>(at.block) * blockDim.x + threadIdx.x; row < p.N; row += stride) {
+      const int64_t token = p.pos_token[row], expert = p.pos_expert[row];
+      const float g = Act::load(d_out[token]);
+      d_permuted[row] = Act::store(__fmul_rn(__fadd_rn(0.0f, g), p.probs[token * p.E + expert]));
+      p.d_probs[token * p.E + expert] = __fmul_rn(g, Act::load(permuted[row]));
+    }
   }
+};
+
+// Threads a row of probs_backward: the plan's lanes over the elements each thread takes.
+template <class Act>
+int probs_backward_group(const RowSumPlan& plan) {
+  if (plan.lanes > kReduceMaxThreads)
+    throw std::invalid_argument("routing probs_backward: a rule-7 plan of more than 512 lanes");
+  return std::max(1, plan.lanes / kLanesPerThread<Act>);
 }
 
 template <class Act>
 void launch_probs_backward(const ProbsBackward& p) {
   if (p.H == 1) {
-    constexpr auto kKernel = probs_backward_single_kernel<Act>;
-    return launch(kKernel, resident_grid<kKernel>(p.N), kThreads, 0, p.stream, true, "unpermute probs_backward", p);
+    using Body = ProbsBackwardSingleBody<Act>;
+    return launch_body<Body>(p, resident_grid<body_kernel<Body>>(p.N), p.stream, true, "unpermute probs_backward");
   }
-  constexpr int V = kLanesPerThread<Act>;
-  const int group = std::max(1, p.plan.lanes / V);
-  if (p.plan.lanes > kReduceMaxThreads)
-    throw std::invalid_argument("routing probs_backward: a rule-7 plan of more than 512 lanes");
+  const int group = probs_backward_group<Act>(p.plan);
   if (group <= kWarpLanes) {
     const int64_t rows_per_block = kThreads / group;
     const auto grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
-    launch(probs_backward_kernel<Act, kThreads>, grid, kThreads, 0, p.stream, true, "unpermute probs_backward", p,
-           group);
+    launch_body<ProbsBackwardBody<Act, kThreads>>({p, group}, grid, p.stream, true, "unpermute probs_backward");
   } else {
-    const size_t shared = sizeof(float) * static_cast<size_t>(group) * V;
-    launch(probs_backward_kernel<Act, kReduceMaxThreads>, static_cast<unsigned>(p.N), static_cast<unsigned>(group),
-           shared, p.stream, true, "unpermute probs_backward", p, group);
+    // A block of `group` threads a row, its tree in dynamic shared memory: no batched twin (its
+    // launcher runs the case under LaunchDirectly).
+    const size_t shared = sizeof(float) * static_cast<size_t>(group) * kLanesPerThread<Act>;
+    launch(body_kernel<ProbsBackwardBody<Act, kReduceMaxThreads>>, static_cast<unsigned>(p.N),
+           static_cast<unsigned>(group), shared, p.stream, true, "unpermute probs_backward",
+           typename ProbsBackwardBody<Act, kReduceMaxThreads>::Args{p, group});
+  }
+}
+
+// Whether unpermute's backward with probs takes probs_backward's kernel of a block a row.
+bool probs_backward_by_blocks(const UnpermuteBackward& args) {
+  const RoutingShape& s = args.r.shape;
+  if (!args.probs || s.N == 0 || s.H <= 1) return false;
+  switch (s.dtype) {
+    case DType::kBF16: return probs_backward_group<BF16>(args.plan) > kWarpLanes;
+    case DType::kFP16: return probs_backward_group<FP16>(args.plan) > kWarpLanes;
+    default: return probs_backward_group<FP32>(args.plan) > kWarpLanes;
   }
 }
 
@@ -1371,6 +1513,8 @@ void launch_unpermute_backward(const UnpermuteBackward& args) {
   const RoutingShape& s = args.r.shape;
   if (s.T == 0) return;
   require_workspace(args.r, false, "unpermute backward");
+  std::optional<LaunchDirectly> direct;  // a case of probs_backward's block-a-row kernel: no batched twin
+  if (probs_backward_by_blocks(args)) direct.emplace();
   // d_probs zeroed before the index, so that the index's kernels and the products run back to back.
   if (args.probs) zero(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
   const Index ix = build_index(args.r, layout_of(s, false), args.probs != nullptr);

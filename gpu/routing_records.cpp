@@ -286,13 +286,18 @@ std::vector<KernelRecord> routing_kernels() {
   const Paths unpermute = joined({kIndexPaths, kGatherPaths, kCopyPaths, kProbsBackwardPaths, kRoutingPaths});
   const Paths unpermute_baseline =
       joined({kIndexPaths, kAtomicPaths, kCopyPaths, kProbsBackwardPaths, kRoutingPaths, kNoTokens});
+  // The aligned contracts' launches go into a staged batch's batched launches (routing.cu's bodies;
+  // a case of a kernel without a batched twin runs its launches directly). The order-of-arrival
+  // baselines launch case by case: CaseBatches.EachCaseGetsWhatItGetsAlone, which holds a batch's
+  // cases to their runs alone, cannot compare runs whose bits differ from run to run.
+  const std::vector<Direction> both = {Direction::kForward, Direction::kBackward};
   return {
       {"router_topk", "megatron_eager", bind_router_topk, kRouterPaths},
-      {"permute", "megatron_eager", bind_permute, permute},
-      {"permute", "paddle_aligned", bind_permute, joined({permute, kNoTokens})},
+      {"permute", "megatron_eager", bind_permute, permute, {}, both},
+      {"permute", "paddle_aligned", bind_permute, joined({permute, kNoTokens}), {}, both},
       {"permute", "baseline", bind_permute, permute_baseline},
-      {"unpermute", "megatron_eager", bind_unpermute, unpermute},
-      {"unpermute", "paddle_aligned", bind_unpermute, joined({unpermute, kNoTokens})},
+      {"unpermute", "megatron_eager", bind_unpermute, unpermute, {}, both},
+      {"unpermute", "paddle_aligned", bind_unpermute, joined({unpermute, kNoTokens}), {}, both},
       {"unpermute", "baseline", bind_unpermute, unpermute_baseline},
   };
 }

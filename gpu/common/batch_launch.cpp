@@ -86,4 +86,8 @@ CollectLaunches::CollectLaunches(LaunchBatch& batch) {
 
 CollectLaunches::~CollectLaunches() { current = nullptr; }
 
+LaunchDirectly::LaunchDirectly() : paused_(current) { current = nullptr; }
+
+LaunchDirectly::~LaunchDirectly() { current = paused_; }
+
 }  // namespace bitparity::gpu

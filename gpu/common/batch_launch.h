@@ -1,8 +1,9 @@
 // Launches of several small cases folded into few: while run_batch (gpu/common/kernel_record.h)
-// launches a batch's cases, a kernel launched through a batchable helper (launch_row_chunks,
-// gpu/common/launch.cuh) is not launched at once but collected here, and the collected launches of
-// one kernel are then launched together as one batched launch (the kernel's twin that takes up to
-// 32 cases' arguments and finds its own by blockIdx.y). A small case costs the driver a launch
+// launches a batch's cases, a kernel launched through a batchable helper (launch_row_chunks for the
+// row-chunk kernels, gpu/common/launch.cuh; a body's launch, such as the routing kernels'
+// launch_body in gpu/routing.cu) is not launched at once but collected here, and the collected
+// launches of one kernel are then launched together as one batched launch (the kernel's twin that
+// takes up to 32 cases' arguments and finds its own by blockIdx.y). A small case costs the driver a launch
 // call a kernel; a batch of 16 cases then costs one a kernel instantiation for all 16. Where the
 // driver's calls bound a campaign's jobs (bench/NOTES.md, "Where the jobs wait"), that is what
 // moves it.
@@ -84,6 +85,22 @@ class CollectLaunches {
   ~CollectLaunches();
   CollectLaunches(const CollectLaunches&) = delete;
   CollectLaunches& operator=(const CollectLaunches&) = delete;
+};
+
+// Makes the calling thread launch directly for its lifetime (collecting_launches() is nullptr), for
+// a case whose launches cannot all be collected (a kernel with no batched twin among them): every
+// launch of that case is then made at once, before what the batch has collected of earlier cases,
+// which its memory does not touch (the cases are independent). Not for a case that has collected a
+// launch already. Nests inside CollectLaunches; a no-op where the thread does not collect.
+class LaunchDirectly {
+ public:
+  LaunchDirectly();
+  ~LaunchDirectly();
+  LaunchDirectly(const LaunchDirectly&) = delete;
+  LaunchDirectly& operator=(const LaunchDirectly&) = delete;
+
+ private:
+  LaunchBatch* paused_;
 };
 
 }  // namespace bitparity::gpu

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include <cuda_runtime.h>
@@ -70,10 +71,44 @@ Arena& thread_arena() {
   return arena;
 }
 
+// A device buffer a thread hands out as workspaces, several held at once (a staged batch holds the
+// workspace of each case whose launches it collected until they are made): each taken at the next
+// kBufferAlignment boundary after those held, all free again once the last is given back. Grown
+// (the old buffer freed in the stream's order) only while nothing is held, to the most ever asked
+// of it at once (at most kMaxBytes); a workspace that does not fit beside those held is
+// not taken. Locked, because a workspace may be given back on another thread.
+class WorkspaceArena {
+ public:
+  static constexpr size_t kMaxBytes = 2 * CaseTensors::kSharedCaseBytes;
+
+  // Null where `bytes` does not fit beside what is held.
+  unsigned char* take(size_t bytes) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const size_t end = used_ + aligned_bytes(bytes);
+    peak_ = std::min(kMaxBytes, std::max(peak_, end));
+    if (held_ == 0 && peak_ > buffer_.bytes()) buffer_ = DeviceBuffer(std::min(kMaxBytes, std::max(peak_, 2 * buffer_.bytes())));
+    if (end > buffer_.bytes()) return nullptr;
+    unsigned char* p = static_cast<unsigned char*>(buffer_.get()) + used_;
+    used_ = end;
+    ++held_;
+    return p;
+  }
+  void give_back() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (--held_ == 0) used_ = 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  DeviceBuffer buffer_;
+  size_t used_ = 0, peak_ = 0;
+  int held_ = 0;
+};
+
 // The calling thread's arena for kernel workspaces (launch_workspace). Shared with the buffers it
 // hands out, so that one released on another thread, or after this thread ended, finds it alive.
-const std::shared_ptr<Arena>& thread_workspace_arena() {
-  thread_local const std::shared_ptr<Arena> arena = std::make_shared<Arena>();
+const std::shared_ptr<WorkspaceArena>& thread_workspace_arena() {
+  thread_local const std::shared_ptr<WorkspaceArena> arena = std::make_shared<WorkspaceArena>();
   return arena;
 }
 
@@ -330,7 +365,7 @@ size_t total_bytes(const DeviceTensorMap& tensors) {
 std::shared_ptr<DeviceBuffer> launch_workspace(size_t bytes, void* stream) {
   if (bytes > 0 && bytes <= CaseTensors::kSharedCaseBytes && stream == thread_stream() &&
       buffer_mode() != BufferMode::kSeparate) {
-    std::shared_ptr<Arena> arena = thread_workspace_arena();
+    std::shared_ptr<WorkspaceArena> arena = thread_workspace_arena();
     if (unsigned char* memory = arena->take(bytes)) {
       try {
         auto view = std::make_unique<DeviceBuffer>(DeviceBuffer::view(memory, bytes));

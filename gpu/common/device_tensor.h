@@ -121,9 +121,11 @@ size_t total_bytes(const DeviceTensorMap& tensors);
 // A kernel's scratch memory for the launches of one bind: a view of a buffer the calling thread
 // keeps (kept from case to case, grown when a launch needs more, no allocation a case) where
 // `stream` is the thread's stream (thread_stream(), which orders every use of it), the bytes are at
-// most CaseTensors::kSharedCaseBytes and no other workspace of the thread is held; else a buffer of
-// its own (and always under BufferMode::kSeparate, so that memcheck knows its bounds). The thread's
-// buffer is held until the returned pointer's last copy is gone.
+// most CaseTensors::kSharedCaseBytes and fit beside the thread's other workspaces still held (a
+// staged batch holds one a case until its collected launches are made: each its own range of the
+// buffer); else a buffer of its own (and always under BufferMode::kSeparate, so that memcheck knows
+// its bounds). The range is held until the returned pointer's last copy is gone; the buffer is
+// reused from its start once no range of it is held.
 std::shared_ptr<DeviceBuffer> launch_workspace(size_t bytes, void* stream);
 
 }  // namespace bitparity::gpu

@@ -1,5 +1,7 @@
 #include "gpu/common/kernel_record.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 #include <utility>
@@ -7,6 +9,20 @@
 #include "gpu/common/batch_launch.h"
 
 namespace bitparity::gpu {
+namespace {
+
+// BITPARITY_BATCHED_LAUNCHES=0 in the environment: run_batch collects no launches (each case of a
+// staged batch launches its own kernels), so that a campaign can measure what the batched launches
+// gain. The GPU tests expect it unset.
+bool batched_launches() {
+  static const bool on = [] {
+    const char* env = std::getenv("BITPARITY_BATCHED_LAUNCHES");
+    return env == nullptr || std::strcmp(env, "0") != 0;
+  }();
+  return on;
+}
+
+}  // namespace
 
 Impl kernel_impl(KernelRecord record, Validate validate, int ilp) {
   if (!validate) throw std::logic_error("cuda:" + record.contract + " of " + record.op + ": the op has no validate");
@@ -58,7 +74,8 @@ std::vector<BatchOutcome> run_batch(const KernelRecord& record, const Validate& 
   {
     // A batch is one op and direction (run_batch_impl): collected where its direction is listed.
     std::optional<CollectLaunches> collecting;
-    if (!valid.empty() && record.collects(cases[valid.front()]->direction)) collecting.emplace(collected);
+    if (!valid.empty() && record.collects(cases[valid.front()]->direction) && batched_launches())
+      collecting.emplace(collected);
     for (size_t j = 0; j < valid.size(); ++j) {
       const size_t i = valid[j];
       const int64_t before = collected.items();

@@ -53,7 +53,8 @@ struct KernelRecord {
   std::function<std::string(const Case&)> describe = {};
   // The directions whose launches run_batch collects into batched launches
   // (gpu/common/batch_launch.h): those whose launcher makes a launch through a batchable helper
-  // (launch_row_chunks) and no plain launch of the same case after it. A record that launches a
+  // (launch_row_chunks, a body's launch) and no plain launch of the same case after it (a case that
+  // needs one runs under LaunchDirectly). A record that launches a
   // batchable kernel between plain ones (expert_mlp's GEMMs around SwiGLU) lists none; a plain
   // launch after a collected one throws, and the GPU tests hold each listed direction's staged
   // batches to collecting and every other to collecting nothing.

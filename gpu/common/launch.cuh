@@ -228,6 +228,62 @@ void launch_row_chunks(const typename Body::Args& args, int64_t per_row, const c
 }
 #endif
 
+// --- kernel bodies of a block size of their own, alone or batched ------------------------------
+//
+// A kernel whose launcher chooses its grid and block (not the row-chunk shape above) is a body, a
+// struct with
+//   using Args = ...;                       // trivially copyable
+//   static constexpr int kBlock = ...;      // threads a block
+//   static constexpr int kMinBlocks = ...;  // __launch_bounds__'s second argument (0: none)
+//   static __device__ void run(const Args&, GridPos at);
+// that uses at.block and at.blocks where a kernel alone uses blockIdx.x and gridDim.x (one
+// dimension). body_kernel<Body> runs it alone; body_batch_kernel<Body> runs the bodies of several
+// cases in one launch, case blockIdx.y on blocks [0, its own grid) of blockIdx.x, at the grid
+// position it has alone (gpu/common/batch_launch.h).
+
+template <class Body>
+struct BodyItem {
+  typename Body::Args args;
+  uint32_t blocks;
+};
+
+template <class Body>
+struct BodyBatch {
+  using Item = BodyItem<Body>;
+  static constexpr int kItems = static_cast<int>(std::min<size_t>(32, kBatchParamBytes / sizeof(Item)));
+  static_assert(kItems >= 2, "a batched launch of fewer than two cases");
+  static_assert(std::is_trivially_copyable_v<Item>, "a batched launch copies its cases' arguments as bytes");
+  Item item[kItems];
+};
+
+#if defined(__CUDACC__)
+template <class Body>
+__global__ void __launch_bounds__(Body::kBlock, Body::kMinBlocks) body_kernel(typename Body::Args args) {
+  Body::run(args, GridPos{blockIdx.x, gridDim.x});
+}
+
+// Half the blocks an SM that the kernel alone is bound to keep: a batch of small cases does not fill
+// the device, and the batch's own arithmetic then fits beside the body's without a spill.
+template <class Body>
+__global__ void __launch_bounds__(Body::kBlock, Body::kMinBlocks / 2) body_batch_kernel(BodyBatch<Body> batch) {
+  const uint32_t blocks = batch.item[blockIdx.y].blocks;
+  if (blockIdx.x >= blocks) return;
+  const typename Body::Args args = batch.item[blockIdx.y].args;
+  Body::run(args, GridPos{blockIdx.x, blocks});
+}
+
+// BatchFlush of body_batch_kernel<Body>: `count` BodyItem items, grid (blocks, count).
+template <class Body>
+void launch_body_batch(const unsigned char* items, int count, unsigned blocks, void* stream, const char* what) {
+  BodyBatch<Body> batch;
+  using Item = typename BodyBatch<Body>::Item;
+  std::memcpy(static_cast<void*>(batch.item), items, static_cast<size_t>(count) * sizeof(Item));
+  const dim3 grid(blocks, static_cast<unsigned>(count));
+  body_batch_kernel<Body><<<grid, Body::kBlock, 0, static_cast<cudaStream_t>(stream)>>>(batch);
+  check_launch(what, stream);
+}
+#endif
+
 // Work items of an elementwise kernel: 16-byte packets where F allows, else single elements.
 inline int64_t elementwise_items(int64_t rows, int64_t F, int packet) {
   return F % packet == 0 ? rows * (F / packet) : rows * F;

@@ -173,5 +173,25 @@ TEST(LaunchBatch, CollectingIsTheCallingThreadsWhileItLasts) {
   EXPECT_EQ(collecting_launches(), nullptr);
 }
 
+// LaunchDirectly leaves the thread without a batch for its lifetime and gives the batch back after;
+// where the thread collects nothing it changes nothing.
+TEST(LaunchBatch, LaunchDirectlyPausesTheThreadsBatch) {
+  LaunchBatch b;
+  {
+    const LaunchDirectly direct;
+    EXPECT_EQ(collecting_launches(), nullptr);
+  }
+  EXPECT_EQ(collecting_launches(), nullptr);
+  {
+    const CollectLaunches collecting(b);
+    {
+      const LaunchDirectly direct;
+      EXPECT_EQ(collecting_launches(), nullptr);
+    }
+    EXPECT_EQ(collecting_launches(), &b);
+  }
+  EXPECT_EQ(collecting_launches(), nullptr);
+}
+
 }  // namespace
 }  // namespace bitparity::gpu

@@ -600,16 +600,24 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
   RecordProperty("batched_launches", static_cast<int>(batched_launches));
 }
 
-// A launch's workspace is the thread's buffer on the thread's stream while no other holds it, the
-// same memory again once released; a second one at once, another stream's, or one under separate
-// buffers is memory of its own, and none overlaps a workspace still held.
-TEST(CudaRuntime, LaunchWorkspacesAreTheThreadsOneAtATime) {
+// A launch's workspace is a range of the thread's buffer on the thread's stream, the same memory
+// again once every range is released; a second one held at once is the next range of it (once the
+// buffer has grown to hold both), another stream's or one under separate buffers is memory of its
+// own, and none overlaps a workspace still held.
+TEST(CudaRuntime, LaunchWorkspacesAreRangesOfTheThreadsBuffer) {
   if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
   set_buffer_mode(BufferMode::kPooled);
   const auto overlap = [](const DeviceBuffer& a, const DeviceBuffer& b) {
     const auto a0 = reinterpret_cast<uintptr_t>(a.get()), b0 = reinterpret_cast<uintptr_t>(b.get());
     return a0 < b0 + b.bytes() && b0 < a0 + a.bytes();
   };
+  {
+    // Two held at once, so that the buffer grows to hold both at the next take after they are
+    // released (it grows only while nothing is held).
+    const auto a = launch_workspace(1000, thread_stream());
+    const auto b = launch_workspace(1000, thread_stream());
+    EXPECT_FALSE(overlap(*a, *b));
+  }
   const void* first = nullptr;
   {
     const auto held = launch_workspace(1000, thread_stream());
@@ -617,9 +625,10 @@ TEST(CudaRuntime, LaunchWorkspacesAreTheThreadsOneAtATime) {
     EXPECT_EQ(held->bytes(), 1000u);
     first = held->get();
     const auto second = launch_workspace(1000, thread_stream());
-    EXPECT_FALSE(overlap(*held, *second));
+    EXPECT_EQ(second->get(), static_cast<const char*>(first) + aligned_bytes(1000));  // the next range
     const auto other_stream = launch_workspace(1000, nullptr);
     EXPECT_FALSE(overlap(*held, *other_stream));
+    EXPECT_FALSE(overlap(*second, *other_stream));
     const uint32_t word = 0x12345678u;
     held->upload(&word, sizeof word);
     uint32_t back = 0;
