@@ -20,7 +20,7 @@
 //      ascending e. Writes tok_off and slots; pos_token and pos_expert where the consumer takes a
 //      position's token; for a weighted sum, slot_weight[s] = probs[t, e] of slot s.
 // A map of one tile and at most 2048 experts (T <= 128: the small cases of a campaign) takes all
-// three steps in one block, one launch (index_one_tile_kernel). All integer sums, so the index is
+// three steps in one block, one launch (IndexOneTile). All integer sums, so the index is
 // exact and deterministic. Each kernel after count, and the payload kernel after place, is a
 // programmatic dependent launch: scheduled while its predecessor drains, it waits
 // (griddepcontrol.wait) before it reads what the predecessor wrote, so that no
@@ -644,16 +644,21 @@ void require_workspace(const RoutingCommon& r, bool fp32_rows, const char* who) 
 }
 
 // Zeros as a kernel, for a case whose launches a batch collects: a memset would be a device call
-// of its own a case.
+// of its own a case. 4-byte words where the range allows (fp32 d_probs, rows of even length).
 struct ZeroBytes {
   struct Args {
-    unsigned char* p;
+    void* p;
     int64_t bytes;
   };
   static constexpr int kBlock = kThreads, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos at) {
+    const int64_t first = static_cast<int64_t>(at.block) * kBlock + threadIdx.x;
     const int64_t stride = static_cast<int64_t>(at.blocks) * kBlock;
-    for (int64_t i = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; i < a.bytes; i += stride) a.p[i] = 0;
+    if ((reinterpret_cast<uintptr_t>(a.p) | static_cast<uintptr_t>(a.bytes)) % 4 == 0) {
+      for (int64_t i = first; i < a.bytes / 4; i += stride) static_cast<uint32_t*>(a.p)[i] = 0;
+      return;
+    }
+    for (int64_t i = first; i < a.bytes; i += stride) static_cast<unsigned char*>(a.p)[i] = 0;
   }
 };
 
@@ -661,8 +666,7 @@ void zero(void* p, size_t bytes, void* stream, const char* what) {
   if (bytes == 0) return;
   if (collecting_launches()) {
     const auto n = static_cast<int64_t>(bytes);
-    return launch_body<ZeroBytes>({static_cast<unsigned char*>(p), n}, resident_grid<body_kernel<ZeroBytes>>(n),
-                                  stream, false, what);
+    return launch_body<ZeroBytes>({p, n}, resident_grid<body_kernel<ZeroBytes>>(n), stream, false, what);
   }
   check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream)), what);
 }
@@ -1441,8 +1445,10 @@ void launch_probs_backward(const ProbsBackward& p) {
     const auto grid = static_cast<unsigned>((p.N + rows_per_block - 1) / rows_per_block);
     launch_body<ProbsBackwardBody<Act, kThreads>>({p, group}, grid, p.stream, true, "unpermute probs_backward");
   } else {
-    // A block of `group` threads a row, its tree in dynamic shared memory: no batched twin (its
-    // launcher runs the case under LaunchDirectly).
+    // A block of `group` threads a row, its tree in dynamic shared memory: no batched twin, so its
+    // case runs under LaunchDirectly (probs_backward_by_blocks), which the check below holds.
+    if (collecting_launches())
+      throw std::logic_error("routing probs_backward: a case of the block-a-row kernel while launches are collected");
     const size_t shared = sizeof(float) * static_cast<size_t>(group) * kLanesPerThread<Act>;
     launch(body_kernel<ProbsBackwardBody<Act, kReduceMaxThreads>>, static_cast<unsigned>(p.N),
            static_cast<unsigned>(group), shared, p.stream, true, "unpermute probs_backward",

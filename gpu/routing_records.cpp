@@ -261,7 +261,7 @@ const Paths kGatherPaths = {"row_bytes%16=0", "row_bytes%16!=0", "H=1"};
 // The order-of-arrival atomics: 16-bit pairs where H is even, single elements otherwise; unpermute's
 // with probs add fp32 products (into fp32 rows, rounded once, for 16-bit rows).
 const Paths kAtomicPaths = {"H%2=0", "H%2=1"};
-// unpermute's backward with probs (probs_backward_kernel): d_probs' plans, and H == 1's products.
+// unpermute's backward with probs (ProbsBackwardBody): d_probs' plans, and H == 1's products.
 const Paths kProbsBackwardPaths = {"d_probs:vectorized", "d_probs:strided", "d_probs:H%8=4", "d_probs:block_tree",
                                    "d_probs:warp_tree", "H=1", "probs", "no_probs"};
 // Every routing launch: the rows' dtype a template parameter; no routed pair moves nothing.

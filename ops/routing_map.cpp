@@ -577,7 +577,7 @@ void add_payload_paths(const Routing& r, const Tensor& data, std::vector<std::st
   tags.push_back(H % 2 == 0 ? "H%2=0" : "H%2=1");
 }
 
-// unpermute's backward with probs at H > 1 (probs_backward_kernel): d_probs is rule 7's sum of
+// unpermute's backward with probs at H > 1 (ProbsBackwardBody in gpu/routing.cu): d_probs is rule 7's sum of
 // fp32 products over h in a tensor of N rows; a thread holds two lanes of 16-bit rows (one packet
 // an iteration; each lane's 4-element group alone where H % 8 == 4), and a row's threads meet in
 // warp shuffles or, above a warp, in one block's shared memory.

@@ -86,7 +86,11 @@ CollectLaunches::CollectLaunches(LaunchBatch& batch) {
 
 CollectLaunches::~CollectLaunches() { current = nullptr; }
 
-LaunchDirectly::LaunchDirectly() : paused_(current) { current = nullptr; }
+LaunchDirectly::LaunchDirectly() : paused_(current) {
+  if (paused_ && paused_->case_collected())
+    throw std::logic_error("LaunchDirectly: the case has a collected launch, which would run after its direct ones");
+  current = nullptr;
+}
 
 LaunchDirectly::~LaunchDirectly() { current = paused_; }
 

@@ -50,6 +50,8 @@ class LaunchBatch {
   // A launch that is not collected, made now (check_launch): std::logic_error where the current case
   // has a collected launch still waiting, which would run after it.
   void note_direct_launch(const char* what) const;
+  // Whether the current case has a collected launch still waiting.
+  bool case_collected() const { return case_last_group_ >= 0; }
   // Launches everything collected, group after group in the order of their first use, each in
   // launches of at most its max_items items; empties the batch. Throws the first failure: of a
   // launch made in add, or of one here (what was not launched is dropped).
@@ -91,7 +93,8 @@ class CollectLaunches {
 // a case whose launches cannot all be collected (a kernel with no batched twin among them): every
 // launch of that case is then made at once, before what the batch has collected of earlier cases,
 // which its memory does not touch (the cases are independent). Not for a case that has collected a
-// launch already. Nests inside CollectLaunches; a no-op where the thread does not collect.
+// launch already (std::logic_error: that launch would run after the direct ones). Nests inside
+// CollectLaunches; a no-op where the thread does not collect.
 class LaunchDirectly {
  public:
   LaunchDirectly();

@@ -9,11 +9,7 @@
 #include "gpu/common/batch_launch.h"
 
 namespace bitparity::gpu {
-namespace {
 
-// BITPARITY_BATCHED_LAUNCHES=0 in the environment: run_batch collects no launches (each case of a
-// staged batch launches its own kernels), so that a campaign can measure what the batched launches
-// gain. The GPU tests expect it unset.
 bool batched_launches() {
   static const bool on = [] {
     const char* env = std::getenv("BITPARITY_BATCHED_LAUNCHES");
@@ -21,8 +17,6 @@ bool batched_launches() {
   }();
   return on;
 }
-
-}  // namespace
 
 Impl kernel_impl(KernelRecord record, Validate validate, int ilp) {
   if (!validate) throw std::logic_error("cuda:" + record.contract + " of " + record.op + ": the op has no validate");

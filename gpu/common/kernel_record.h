@@ -72,6 +72,11 @@ using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
 // threads run at once, each on its own stream and its own buffers.
 Impl kernel_impl(KernelRecord record, Validate validate, int ilp = kIlpDefault);
 
+// False where BITPARITY_BATCHED_LAUNCHES=0 is in the environment: run_batch then collects no
+// launches (each case of a staged batch launches its own kernels), so that a campaign can measure
+// what the batched launches gain.
+bool batched_launches();
+
 // What run_batch did with a batch: whether its cases were staged together, and how many of their
 // launches were collected into batched launches (gpu/common/batch_launch.h), in how many.
 struct BatchRunInfo {

@@ -189,6 +189,16 @@ TEST(LaunchBatch, LaunchDirectlyPausesTheThreadsBatch) {
       EXPECT_EQ(collecting_launches(), nullptr);
     }
     EXPECT_EQ(collecting_launches(), &b);
+    // Not for a case that has collected a launch: that launch would run after the direct ones.
+    b.begin_case();
+    add(b, &flush<'a'>, 8, 1, 1);
+    EXPECT_THROW(LaunchDirectly late, std::logic_error);
+    EXPECT_EQ(collecting_launches(), &b);
+    b.begin_case();
+    {
+      const LaunchDirectly direct;  // the next case may
+      EXPECT_EQ(collecting_launches(), nullptr);
+    }
   }
   EXPECT_EQ(collecting_launches(), nullptr);
 }
