@@ -673,6 +673,13 @@ void zero(void* p, size_t bytes, void* stream, const char* what) {
 
 // --- copy_rows: a token's row to each of its slots ------------------------------------------------
 
+// A payload kernel's arguments: its launcher's, and the items of a token row (a Divider).
+template <class P>
+struct RowsArgs {
+  P p;
+  Divider per_row;
+};
+
 struct CopyRows {
   int64_t rows = 0;  // tokens of this chunk
   const void* src = nullptr;  // [rows, per_row] vectors, at the chunk's first token
@@ -714,10 +721,7 @@ struct PlusZero {
 
 template <class Vec, class Move, int kIlp>
 struct CopyRowsBody {
-  struct Args {
-    CopyRows p;
-    Divider per_row;
-  };
+  using Args = RowsArgs<CopyRows>;
   static constexpr int kBlock = kThreads, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos at) {
     const CopyRows& p = a.p;
@@ -888,10 +892,7 @@ struct GatherSum {
 // count sets how many threads an SM keeps, and so the loads in flight).
 template <class Act, int kN, int kBatch>
 struct GatherSumBody {
-  struct Args {
-    GatherSum p;
-    Divider per_row;
-  };
+  using Args = RowsArgs<GatherSum>;
   static constexpr int kBlock = kThreads, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos at) {
     const GatherSum& p = a.p;
@@ -1170,10 +1171,7 @@ __device__ __forceinline__ void atomic_add_pair_to(FP16, uint16_t* p, const uint
 // f32(x) * probs[t, e] into fp32 rows; otherwise x in the dtype.
 template <class Act, int kPair, bool kProducts>
 struct AtomicScatterBody {
-  struct Args {
-    AtomicScatter p;
-    Divider per_row;
-  };
+  using Args = RowsArgs<AtomicScatter>;
   static constexpr int kBlock = kThreads, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos at) {
     const AtomicScatter& p = a.p;

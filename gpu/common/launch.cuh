@@ -168,14 +168,18 @@ struct RowChunk {
 // Kernel parameters a batched launch passes: under the 4 KiB that every CUDA launch takes.
 inline constexpr size_t kBatchParamBytes = 4000;
 
-template <class Body>
-struct RowChunkBatch {
-  using Item = RowChunk<typename Body::Args>;
+// A batched launch's parameter: as many cases' items as fit kBatchParamBytes, at most 32.
+template <class ItemType>
+struct BatchOf {
+  using Item = ItemType;
   static constexpr int kItems = static_cast<int>(std::min<size_t>(32, kBatchParamBytes / sizeof(Item)));
   static_assert(kItems >= 2, "a batched launch of fewer than two cases");
   static_assert(std::is_trivially_copyable_v<Item>, "a batched launch copies its cases' arguments as bytes");
   Item item[kItems];
 };
+
+template <class Body>
+using RowChunkBatch = BatchOf<RowChunk<typename Body::Args>>;
 
 #if defined(__CUDACC__)
 template <class Body>
@@ -190,14 +194,20 @@ __global__ void __launch_bounds__(kThreads, Body::kMinBlocks) row_chunk_batch_ke
   if (blockIdx.x < c.blocks) Body::run(c.args, c.per_row, GridPos{blockIdx.x, c.blocks});
 }
 
+// A batched launch's parameter from `count` collected items (LaunchBatch's bytes).
+template <class Batch>
+Batch batch_of(const unsigned char* items, int count) {
+  Batch batch;
+  std::memcpy(static_cast<void*>(batch.item), items, static_cast<size_t>(count) * sizeof(typename Batch::Item));
+  return batch;
+}
+
 // BatchFlush of row_chunk_batch_kernel<Body>: `count` RowChunk items, grid (blocks, count).
 template <class Body>
 void launch_row_chunk_batch(const unsigned char* items, int count, unsigned blocks, void* stream, const char* what) {
-  RowChunkBatch<Body> batch;
-  using Item = typename RowChunkBatch<Body>::Item;
-  std::memcpy(static_cast<void*>(batch.item), items, static_cast<size_t>(count) * sizeof(Item));
   const dim3 grid(blocks, static_cast<unsigned>(count));
-  row_chunk_batch_kernel<Body><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(batch);
+  row_chunk_batch_kernel<Body><<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      batch_of<RowChunkBatch<Body>>(items, count));
   check_launch(what, stream);
 }
 
@@ -248,13 +258,7 @@ struct BodyItem {
 };
 
 template <class Body>
-struct BodyBatch {
-  using Item = BodyItem<Body>;
-  static constexpr int kItems = static_cast<int>(std::min<size_t>(32, kBatchParamBytes / sizeof(Item)));
-  static_assert(kItems >= 2, "a batched launch of fewer than two cases");
-  static_assert(std::is_trivially_copyable_v<Item>, "a batched launch copies its cases' arguments as bytes");
-  Item item[kItems];
-};
+using BodyBatch = BatchOf<BodyItem<Body>>;
 
 #if defined(__CUDACC__)
 template <class Body>
@@ -275,11 +279,9 @@ __global__ void __launch_bounds__(Body::kBlock, Body::kMinBlocks / 2) body_batch
 // BatchFlush of body_batch_kernel<Body>: `count` BodyItem items, grid (blocks, count).
 template <class Body>
 void launch_body_batch(const unsigned char* items, int count, unsigned blocks, void* stream, const char* what) {
-  BodyBatch<Body> batch;
-  using Item = typename BodyBatch<Body>::Item;
-  std::memcpy(static_cast<void*>(batch.item), items, static_cast<size_t>(count) * sizeof(Item));
   const dim3 grid(blocks, static_cast<unsigned>(count));
-  body_batch_kernel<Body><<<grid, Body::kBlock, 0, static_cast<cudaStream_t>(stream)>>>(batch);
+  body_batch_kernel<Body><<<grid, Body::kBlock, 0, static_cast<cudaStream_t>(stream)>>>(
+      batch_of<BodyBatch<Body>>(items, count));
   check_launch(what, stream);
 }
 #endif
