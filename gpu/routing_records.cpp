@@ -57,18 +57,6 @@ RoutingCommon routing_common(const KernelArgs& k, const DeviceTensor& rows, int6
   return r;
 }
 
-// The most slots of a token in a [T, E] map.
-int64_t most_slots(const Tensor& map, const RoutingShape& shape) {
-  const uint8_t* flags = map.data();
-  int64_t slots = 0;
-  for (int64_t t = 0; t < shape.T; ++t) {
-    int64_t count = 0;
-    for (int64_t e = 0; e < shape.E; ++e) count += flags[t * shape.E + e] != 0;
-    slots = std::max(slots, count);
-  }
-  return slots;
-}
-
 // The aligned contracts' slot sum at H == 1: torch reduces the k slots of [T, k, 1] as the last
 // dim of [T, k], rule 7 with rows T. Every routed token has the same k (validate: megatron_eager,
 // and paddle_aligned's non-padding rows), read from the map here: the case's own host copy where
@@ -82,8 +70,10 @@ RowSumPlan slot_row_plan(const KernelArgs& k, const RoutingShape& shape) {
   const auto host = k.c.inputs.find("routing_map");
   const bool on_host =
       host != k.c.inputs.end() && host->second.dtype() == device.dtype && host->second.shape() == device.shape;
-  const int64_t slots = on_host ? most_slots(host->second, shape) : most_slots(download(device), shape);
-  return rule7_row_sum_plan(slots, shape.T);
+  std::optional<Tensor> downloaded;
+  const Tensor* map = on_host ? &host->second : &downloaded.emplace(download(device));
+  const ops::routing_map::Counts counts = ops::routing_map::read_counts(k.c.op, map);  // T > 0 rows
+  return rule7_row_sum_plan(*std::max_element(counts.per_row.begin(), counts.per_row.end()), shape.T);
 }
 
 BoundLaunch bind_permute(const KernelArgs& k) {
