@@ -79,7 +79,18 @@ struct ContractInfo {
   // invariance properties report where they do, minimized, as findings of the contract
   // (invariance_violation), and do not fail on them.
   bool order_depends_on_shape = false;
+  // For an order_of_arrival contract: whether case c's bits are those of every order of arrival,
+  // because no output element has more than one addend (a copy; a map of at most one slot a token).
+  // The differential tests hold such a case to the reference's bits, to its own bits run twice and
+  // to its bits run alone where it runs in a batch, as for any other contract. Unset: no case is.
+  std::function<bool(const Case&)> arrival_order_free = {};
 };
+
+// Whether case c's bits may depend on the order in which `contract`'s atomic additions arrive:
+// an order_of_arrival contract, on a case its arrival_order_free does not clear.
+inline bool arrival_order_matters(const ContractInfo& contract, const Case& c) {
+  return contract.order_of_arrival && !(contract.arrival_order_free && contract.arrival_order_free(c));
+}
 
 // What a signature records about a case besides the op and the finding: coarse classes that
 // separate distinct bugs ("rows=0", "scale=1d", "clamp<=0", "nan").

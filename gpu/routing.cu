@@ -28,7 +28,7 @@
 // 2.6 MB, the payload of a permute of H = 4096 bf16 rows with k = 8 some 1.2 GB.
 //
 // Every kernel is a body (gpu/common/launch.cuh, launch_body below): alone as above, or, while
-// run_batch collects a staged batch of small cases (the aligned contracts' records), one batched
+// run_batch collects a staged batch of small cases (permute's and unpermute's records), one batched
 // launch a kernel for up to 32 cases, the batched launches one after another (no programmatic
 // dependence between them). A case that takes probs_backward's kernel of a block a row, which has
 // no batched twin, makes all its launches directly (LaunchDirectly).

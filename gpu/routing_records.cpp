@@ -276,19 +276,19 @@ std::vector<KernelRecord> routing_kernels() {
   const Paths unpermute = joined({kIndexPaths, kGatherPaths, kCopyPaths, kProbsBackwardPaths, kRoutingPaths});
   const Paths unpermute_baseline =
       joined({kIndexPaths, kAtomicPaths, kCopyPaths, kProbsBackwardPaths, kRoutingPaths, kNoTokens});
-  // The aligned contracts' launches go into a staged batch's batched launches (routing.cu's bodies;
-  // a case of a kernel without a batched twin runs its launches directly). The order-of-arrival
-  // baselines launch case by case: CaseBatches.EachCaseGetsWhatItGetsAlone, which holds a batch's
-  // cases to their runs alone, cannot compare runs whose bits differ from run to run.
+  // Every contract's launches go into a staged batch's batched launches (routing.cu's bodies; a case
+  // of a kernel without a batched twin runs its launches directly). CaseBatches.EachCaseGetsWhatItGetsAlone
+  // holds an order-of-arrival baseline's batched cases to their runs alone where they have one
+  // addend an output (ContractInfo::arrival_order_free), elsewhere to their shapes.
   const std::vector<Direction> both = {Direction::kForward, Direction::kBackward};
   return {
       {"router_topk", "megatron_eager", bind_router_topk, kRouterPaths},
       {"permute", "megatron_eager", bind_permute, permute, {}, both},
       {"permute", "paddle_aligned", bind_permute, joined({permute, kNoTokens}), {}, both},
-      {"permute", "baseline", bind_permute, permute_baseline},
+      {"permute", "baseline", bind_permute, permute_baseline, {}, both},
       {"unpermute", "megatron_eager", bind_unpermute, unpermute, {}, both},
       {"unpermute", "paddle_aligned", bind_unpermute, joined({unpermute, kNoTokens}), {}, both},
-      {"unpermute", "baseline", bind_unpermute, unpermute_baseline},
+      {"unpermute", "baseline", bind_unpermute, unpermute_baseline, {}, both},
   };
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -290,6 +291,25 @@ CaseClasses classes(const Case& c) {
   return k;
 }
 
+// The atomic backward adds each position's row into its local row (a masked one into row 0): where
+// no local row is named twice every sum has one addend. The forward copies.
+bool arrival_order_free(const Case& c) {
+  if (c.direction == Direction::kForward) return true;
+  const Tensor* ids = c.input("ids");
+  if (!ids) return false;
+  EmbeddingAttrs a;
+  try {
+    a = embedding_attrs(c);
+  } catch (const RejectError&) {
+    return false;
+  }
+  std::set<int64_t> rows;
+  for (int64_t p = 0; p < ids->numel(); ++p)
+    if (!rows.insert(std::max<int64_t>(0, embedding_local_row(static_cast<int64_t>(ids->bits(p)), a))).second)
+      return false;
+  return true;
+}
+
 std::vector<std::string> required_tags(Direction d) {
   std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=17", "rows=32", "rows=large", "P>3072",
                                    "H=1", "H=2..31", "H=32", "H=33", "H=4096", "H=other",
@@ -564,6 +584,8 @@ OpInfo embedding() {
        "addend or result flushed to a zero of its sign), then one rounding to the dtype: its order is the order "
        "of arrival; the reference adds in ascending position",
        kAtomicFrom, ClampGate::kNone, true}};
+  for (ContractInfo& contract : op.contracts)
+    if (contract.order_of_arrival) contract.arrival_order_free = arrival_order_free;
   op.validate = validate;
   op.generate = generate;
   op.required_tags = required_tags;

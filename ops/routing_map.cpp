@@ -777,6 +777,18 @@ void add_routing_generators(OpInfo& op) {
   op.classes = classes;
   op.take_rows = take_rows;
   op.shrink_shape = shrink_shape;
+  // The atomic sums add a token's slot rows: with at most one slot a token every sum has one addend.
+  // The directions that sum no slots (the copies, unpermute's d_probs) are the same in any order.
+  for (ContractInfo& contract : op.contracts)
+    if (contract.order_of_arrival)
+      contract.arrival_order_free = [name](const Case& c) {
+        if (slot_sum_input(name, c.direction).empty()) return true;
+        const std::optional<Routing> r = try_read(c);
+        if (!r) return false;
+        for (int64_t t = 0; t < r->tokens; ++t)
+          if (r->slot_count(t) > 1) return false;
+        return true;
+      };
 }
 
 Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::vector<int64_t>& counts) {

@@ -1,7 +1,8 @@
 // The case generators: every generated case is well formed for every implementation (it is
 // rejected with a RejectError or yields exactly the outputs that the op's validate declares for the
 // contract, with their shapes and dtypes, and the same bits when run again), and every edge class
-// the op requires (OpInfo::required_tags) is actually generated.
+// the op requires (OpInfo::required_tags) is actually generated, as are the cases of one addend an
+// output that an order-of-arrival contract is held to bit for bit (ContractInfo::arrival_order_free).
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -116,6 +117,49 @@ TEST_P(GeneratorCoverage, EveryRequiredClassOccurs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Classes, GeneratorCoverage, testing::ValuesIn(op_directions()), target_name);
+
+// --- the cases an order-of-arrival contract is held to bit for bit ----------------------------------
+
+// An order-of-arrival contract's backend can fail a differential test on its values only on the cases
+// its arrival_order_free clears (one addend an output): the generator must draw them often (at least
+// one accepted case in kOneAddendShare of each direction), and the predicate must also say no, on
+// some direction's accepted cases, or it would clear sums whose order matters.
+constexpr int kOneAddendShare = 20;
+
+TEST(OrderOfArrival, OneAddendCasesAreGeneratedAndNotEveryCaseIsOne) {
+  int contracts = 0;
+  for (const OpInfo& op : harness_registry().ops())
+    for (const ContractInfo& contract : op.contracts) {
+      if (!contract.order_of_arrival) continue;
+      ++contracts;
+      ASSERT_TRUE(contract.arrival_order_free) << op.name << " " << contract.name
+                                               << ": an order-of-arrival contract without arrival_order_free";
+      int order_matters = 0;
+      for (const auto& [direction, specs] : op.inputs) {
+        const std::string where = op.name + " " + std::string(direction_name(direction)) + " " + contract.name;
+        const rc::Gen<Case> generator = op.generate(direction);
+        rc::Random random(kSeed + static_cast<uint64_t>(direction));
+        int accepted = 0, one_addend = 0;
+        for (int i = 0; i < kQuickCoverageCases; ++i) {
+          const Case c = generator(random.split(), i % (kMaxSize + 1)).value();
+          try {
+            op.validate(c, contract);
+          } catch (const RejectError&) {
+            continue;
+          }
+          ++accepted;
+          if (arrival_order_matters(contract, c)) ++order_matters;
+          else ++one_addend;
+        }
+        std::cout << where << ": " << one_addend << " of " << accepted << " accepted cases of one addend an output\n";
+        EXPECT_GE(one_addend * kOneAddendShare, accepted) << where;
+        EXPECT_GT(one_addend, 0) << where;
+      }
+      EXPECT_GT(order_matters, 0) << op.name << " " << contract.name
+                                  << ": arrival_order_free cleared every accepted case of every direction";
+    }
+  if (contracts == 0) GTEST_SKIP() << "no op of this registry has an order-of-arrival contract";
+}
 
 }  // namespace
 }  // namespace bitparity::props

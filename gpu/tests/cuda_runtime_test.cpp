@@ -465,8 +465,17 @@ std::string result_difference(const Result& got, const Result& alone) {
   return cmp.verdict == Verdict::kIdentical ? "" : format_comparison(cmp, "batched", "in the batch", "alone");
 }
 
-// Small generated cases of a direction (RapidCheck sizes 0 to 30), with one of the op's error
-// inputs for the contract, where it has one, in the middle.
+// result_difference for a case whose bits depend on the order of arrival: the same error, or
+// outputs of the same names and shapes.
+std::string shape_difference(const Result& got, const Result& alone) {
+  if (!got.outputs || !alone.outputs) return result_difference(got, alone);
+  const Comparison cmp = compare_outputs(*got.outputs, *alone.outputs, {.strict_nan = true});
+  return cmp.verdict == Verdict::kShapeMismatch ? format_comparison(cmp, "batched", "in the batch", "alone") : "";
+}
+
+// Small generated cases of a direction (RapidCheck sizes 0 to 30), for an order-of-arrival contract
+// with enough of one addend an output among them, and one of the op's error inputs for the
+// contract, where it has one, in the middle.
 size_t total_input_bytes(const Case& c) {
   size_t bytes = 0;
   for (const auto& [name, t] : c.inputs) bytes += t.nbytes();
@@ -480,6 +489,31 @@ std::vector<Case> batch_cases(const OpInfo& op, Direction d, const std::string& 
       cases.push_back(op.generate(d)(rc::Random(uint64_t{0xba7c4} + static_cast<uint64_t>(j)), (j * 7) % 31).value());
     } catch (const std::exception&) {
       // a draw the generator gives up on
+    }
+  }
+  // An order-of-arrival contract's batch needs cases it can hold to their bits: at least
+  // kOneAddendCases that validate accepts with one addend an output (arrival_order_free), drawn on.
+  constexpr int kOneAddendCases = 3;
+  const ContractInfo* info = op.contract(contract);
+  if (info && info->order_of_arrival) {
+    const auto one_addend = [&](const Case& c) {
+      try {
+        op.validate(c, *info);
+      } catch (const std::exception&) {
+        return false;
+      }
+      return !arrival_order_matters(*info, c);
+    };
+    int found = static_cast<int>(std::count_if(cases.begin(), cases.end(), one_addend));
+    for (int j = 0; found < kOneAddendCases && j < 2000; ++j) {
+      try {
+        Case c = op.generate(d)(rc::Random(uint64_t{0x0ad7e} + static_cast<uint64_t>(j)), (j * 7) % 31).value();
+        if (!one_addend(c)) continue;
+        cases.push_back(std::move(c));
+        ++found;
+      } catch (const std::exception&) {
+        // a draw the generator gives up on
+      }
     }
   }
   if (op.error_inputs)
@@ -512,8 +546,9 @@ size_t batch_bytes(const OpInfo& op, const ContractInfo& contract, const std::ve
 // same error), staged together (the elementwise SwiGLU kernels' cases then in batched launches) and
 // case by case. Launches are unchecked here, as in a campaign:
 // a checked launch synchronizes after every case and would hide a case that reads or writes
-// another's memory while that one's kernels run. The order-of-arrival contracts are left out: two
-// runs alone already differ.
+// another's memory while that one's kernels run. An order-of-arrival contract's case is held to its
+// bits alone where it has one addend an output (ContractInfo::arrival_order_free), and elsewhere to
+// its error or its outputs' shapes: two runs alone may already differ there.
 TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
   if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
   set_buffer_mode(BufferMode::kPooled);
@@ -524,12 +559,12 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
   set_checked_launches(false);
   int batches = 0, pooled_batches = 0, staged_batches = 0, compared = 0, errors = 0;
   int64_t collected = 0, launches = 0;
+  int arrival_batches_held = 0;  // order-of-arrival batches with a case held to its bits
   for (const KernelRecord& k : kernel_records()) {
     const OpInfo* op = harness_registry().op(k.op);
     ASSERT_NE(op, nullptr) << k.op;
     const ContractInfo* contract = op->contract(k.contract);
     ASSERT_NE(contract, nullptr) << k.op << " " << k.contract;
-    if (contract->order_of_arrival) continue;
     const Impl alone_impl = kernel_impl(k, op->validate);
     for (const auto& [direction, specs] : op->inputs) {
       std::vector<Case> cases = batch_cases(*op, direction, k.contract, 12);
@@ -551,6 +586,8 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
         }
         alone.push_back(std::move(r));
       }
+      std::vector<bool> arrival_matters;
+      for (const Case& c : cases) arrival_matters.push_back(arrival_order_matters(*contract, c));
       for (const BufferMode mode : {BufferMode::kPooled, BufferMode::kSeparate}) {
         set_buffer_mode(mode);
         BatchRunInfo info;
@@ -575,15 +612,22 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
         }
         ASSERT_EQ(outcomes.size(), cases.size()) << where;
         ++batches;
+        int held_to_bits = 0;
         for (size_t i = 0; i < cases.size(); ++i) {
           Result got;
           if (outcomes[i].error) got.error = error_text(outcomes[i].error);
           else got.outputs = outcomes[i].outputs;
-          const std::string difference = result_difference(got, alone[i]);
+          const std::string difference =
+              arrival_matters[i] ? shape_difference(got, alone[i]) : result_difference(got, alone[i]);
           EXPECT_TRUE(difference.empty()) << where << ", case " << i << " (" << describe(Outcome{alone[i].outputs, "", alone[i].error})
                                           << "): " << difference;
           ++compared;
           errors += got.outputs ? 0 : 1;
+          held_to_bits += got.outputs && !arrival_matters[i] ? 1 : 0;
+        }
+        if (contract->order_of_arrival) {
+          EXPECT_GE(held_to_bits, 1) << where << ": no computed case of one addend an output to hold to its bits";
+          arrival_batches_held += held_to_bits > 0 ? 1 : 0;
         }
       }
     }
@@ -594,6 +638,7 @@ TEST(CaseBatches, EachCaseGetsWhatItGetsAlone) {
   EXPECT_GT(errors, 0) << "no error input reached a batch";
   RecordProperty("batches", batches);
   RecordProperty("staged_batches", staged_batches);
+  RecordProperty("order_of_arrival_batches_held_to_bits", arrival_batches_held);
   RecordProperty("cases", compared);
   if (batched_launches()) EXPECT_LT(launches, collected) << "no batched launch ran more than one case";
   RecordProperty("collected_launches", static_cast<int>(collected));
