@@ -805,8 +805,9 @@ std::vector<BackendPair> pairs_for(const Registry& registry, const OpInfo& op,
     const std::string kind_a = split_backend_name(p.a).first, kind_b = split_backend_name(p.b).first;
     for (const ContractInfo& contract : op.contracts) {
       // Across two kinds an order-of-arrival contract differs whenever its additions arrive in
-      // another order: as in the default pairs, a wildcard leaves it out; naming it still pairs it.
-      if (contract.order_of_arrival && kind_a != kind_b) continue;
+      // another order: as in the default pairs, a wildcard pairs it only where it names the cases
+      // that order cannot change (arrival_order_free); naming it still pairs it.
+      if (contract.order_of_arrival && !contract.arrival_order_free && kind_a != kind_b) continue;
       BackendPair each{kind_a + ":" + contract.name, kind_b + ":" + contract.name};
       if (registry.impl(op.name, each.a) && registry.impl(op.name, each.b) &&
           std::find(pairs.begin(), pairs.end(), each) == pairs.end())

@@ -201,6 +201,11 @@ TEST_F(CampaignTest, AWildcardPairNamesEveryContractBothKindsImplement) {
             (std::vector<BackendPair>{{"fake_gpu:exact", "fake_gpu:exact"}}));
   EXPECT_EQ(pairs_for(registry, atomic, {{"fake_gpu:exact", "ref:exact"}}),
             (std::vector<BackendPair>{{"fake_gpu:exact", "ref:exact"}}));
+  // One that names the cases its order cannot change (arrival_order_free) is paired by a wildcard.
+  for (ContractInfo& contract : atomic.contracts)
+    if (contract.order_of_arrival) contract.arrival_order_free = [](const Case&) { return false; };
+  EXPECT_EQ(pairs_for(registry, atomic, {{"fake_gpu:*", "ref:*"}}),
+            (std::vector<BackendPair>{{"fake_gpu:exact", "ref:exact"}}));
   campaign::CampaignOptions o;
   o.max_cases = 20;
   o.pairs = {{"fake_gpu:*", "ref:*"}};
@@ -208,6 +213,39 @@ TEST_F(CampaignTest, AWildcardPairNamesEveryContractBothKindsImplement) {
   ASSERT_EQ(report.counts.size(), 1u);
   EXPECT_EQ(report.counts[0].a, "fake_gpu:exact");
   EXPECT_EQ(report.counts[0].b, "ref:exact");
+}
+
+// An order-of-arrival contract across two kinds (fake_gpu:exact carries the sloppy bug) in the
+// default pairs: its cases of at most one row (one addend an output, arrival_order_free) find the
+// bug, the others' differences are counted as arrival_order skips and never become findings.
+TEST_F(CampaignTest, AnOrderOfArrivalContractIsHeldToItsBitsWhereTheOrderCannotMatter) {
+  OpInfo toy = testing::toy_op();
+  for (ContractInfo& contract : toy.contracts)
+    if (contract.name == "exact") {
+      contract.order_of_arrival = true;
+      contract.arrival_order_free = [](const Case& c) {
+        const Tensor* x = c.input("x");
+        return x && x->rank() == 2 && x->dim(0) <= 1;
+      };
+    }
+  Registry atomic;
+  atomic.add_op(toy);
+  for (const char* kind : {"ref", "fake_gpu"}) atomic.add_backend(*registry.backend(kind));
+  for (const char* kind : {"ref", "fake_gpu"}) atomic.add_impl("toy", kind, "exact", *registry.impl("toy", std::string(kind) + ":exact"));
+  CampaignOptions o = options();
+  o.pairs = {};
+  const reports::Report report = run_campaign(atomic, o);
+  const auto rows = rows_of(report);
+  ASSERT_EQ(rows.count({"toy", "fwd", "fake_gpu:exact", "ref:exact"}), 1u);
+  const reports::PairCounts& twin = rows.at({"toy", "fwd", "fake_gpu:exact", "ref:exact"});
+  EXPECT_GT(twin.skips.count("arrival_order") ? twin.skips.at("arrival_order") : 0, 0);
+  int one_row_findings = 0;
+  for (const reports::FindingRecord& f : report.findings) {
+    EXPECT_EQ(f.kind, "bit_mismatch") << f.signature;
+    EXPECT_EQ(f.signature.find("rows>1"), std::string::npos) << f.signature;
+    one_row_findings += f.signature.find("|rows=1|") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_GT(one_row_findings, 0) << "the sloppy bug of the one-row cases was not found";
 }
 
 TEST_F(CampaignTest, WritesOneShrunkEntryPerSignatureThatReplays) {

@@ -72,6 +72,48 @@ TEST_F(CorpusTest, ClassifiesEveryKindOfOutcome) {
   EXPECT_EQ(diff_case(registry, rank3, {"ref:exact", "ref:strict"}).verdict, DiffVerdict::kAgree);  // both "shape"
 }
 
+// A toy registry whose exact contract adds in the order of arrival (ContractInfo::order_of_arrival),
+// every case of at most one row being one addend an output (arrival_order_free) when `one_row_free`.
+Registry arrival_registry(bool one_row_free) {
+  const Registry fake = make_fake_registry();
+  OpInfo op = testing::toy_op();
+  for (ContractInfo& contract : op.contracts)
+    if (contract.name == "exact") {
+      contract.order_of_arrival = true;
+      if (one_row_free)
+        contract.arrival_order_free = [](const Case& c) { return c.input("x") && c.input("x")->dim(0) <= 1; };
+    }
+  Registry r;
+  r.add_op(op);
+  r.add_backend(*fake.backend("ref"));
+  for (const char* contract : {"exact", "sloppy"})
+    r.add_impl("toy", "ref", contract, *fake.impl("toy", std::string("ref:") + contract));
+  return r;
+}
+
+// Across two sides, a bit mismatch on a case whose order of arrival decides its bits is a counted
+// skip (arrival_order), on a case of one addend an output a finding; shapes are findings either way,
+// and one backend twice reports any difference as nondeterminism.
+TEST_F(CorpusTest, TheOrderOfArrivalSkipsOnlyTheCasesItDecides) {
+  const Registry atomic = arrival_registry(true);
+  const Case two_rows = toy_case(2, 2, {3.0f, 1.0f, 2.0f, 1.0f});
+  DiffResult r = diff_case(atomic, with_three, kExactVsSloppy);  // one row: one addend an output
+  EXPECT_EQ(r.verdict, DiffVerdict::kFinding);
+  EXPECT_EQ(r.kind, kBitMismatch);
+  r = diff_case(atomic, two_rows, kExactVsSloppy);
+  EXPECT_EQ(r.verdict, DiffVerdict::kSkip);
+  EXPECT_EQ(r.kind, kArrivalOrder);
+  EXPECT_NE(r.message.find("exact adds in the order its additions arrive"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("First mismatch at y[0, 0]"), std::string::npos) << r.message;
+  r = diff_case(atomic, two_rows, {"ref:sloppy", "ref:exact"});  // either side's contract
+  EXPECT_EQ(r.kind, kArrivalOrder);
+  EXPECT_EQ(diff_case(atomic, toy_case(2, 2, {2.0f, 1.0f, 2.0f, 1.0f}), kExactVsSloppy).verdict, DiffVerdict::kAgree);
+  // Without arrival_order_free every case's order may matter.
+  EXPECT_EQ(diff_case(arrival_registry(false), with_three, kExactVsSloppy).kind, kArrivalOrder);
+  // The same two sides on the normal registry: a finding.
+  EXPECT_EQ(diff_case(registry, two_rows, kExactVsSloppy).kind, kBitMismatch);
+}
+
 // The toy registry with the sloppy contract judged by an error bound of `bound` around the oracle,
 // on `outputs` only.
 Registry bounded_registry(double bound, std::vector<std::string> outputs) {

@@ -122,11 +122,12 @@ std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string&
     const BackendKind* backend = registry.backend(kind);
     if (available_only && backend && backend->unavailable_reason && backend->unavailable_reason()) continue;
     // An order-of-arrival contract (atomics) differs from its reference whenever its additions
-    // arrive in another order: a default pairing would report the contract's nature as findings.
-    // The GPU tests' determinism checks judge it; --pair still asks for it by name.
+    // arrive in another order: paired where it names the cases that order cannot change
+    // (arrival_order_free; classify skips the others as kArrivalOrder), else left out (its self
+    // pair judges it; --pair still asks for it by name).
     const OpInfo* info = registry.op(op);
     const ContractInfo* contract_info = info ? info->contract(contract) : nullptr;
-    if (contract_info && contract_info->order_of_arrival) continue;
+    if (contract_info && contract_info->order_of_arrival && !contract_info->arrival_order_free) continue;
     const std::string reference = std::string(kReferenceKind) + ":" + contract;
     if (registry.impl(op, reference)) pairs.push_back({impl, reference});
   }
@@ -226,6 +227,19 @@ std::string format_number(double x) {
   return buf;
 }
 
+// The contract of either side, two different sides, whose order of arrival decides the case's bits
+// (arrival_order_matters), or nullptr. One backend twice is not judged by it: there every
+// difference is nondeterminism.
+const ContractInfo* arrival_decides(const Registry& registry, const Case& c, const BackendPair& pair) {
+  const OpInfo* op = registry.op(c.op);
+  if (!op || pair.twice()) return nullptr;
+  for (const std::string& backend : {pair.a, pair.b}) {
+    const ContractInfo* contract = op->contract(split_backend_name(backend).second);
+    if (contract && arrival_order_matters(*contract, c)) return contract;
+  }
+  return nullptr;
+}
+
 // A bit mismatch judged by `contract`'s error bound: every output that differs in bits and that the
 // bound covers, both sides; an output the bound does not cover stays a bit mismatch.
 void judge_by_bound(const ContractInfo& contract, const Case& c, const BackendPair& pair, const Outcome& a,
@@ -280,6 +294,12 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
     if (const ContractInfo* contract = bounded_contract(registry, c, pair)) {
       r.bounded = true;
       judge_by_bound(*contract, c, pair, a, b, r);
+    } else if (const ContractInfo* atomic = arrival_decides(registry, c, pair)) {
+      r.verdict = DiffVerdict::kSkip;
+      r.kind = kArrivalOrder;
+      r.output.clear();
+      r.message = case_title(c) + " " + pair.name() + ": " + atomic->name +
+                  " adds in the order its additions arrive, which decides these bits\n" + r.message;
     }
   }
   // One backend twice: a backend error, a device fault or a hazard is still that, any other difference is nondeterminism (the

@@ -47,6 +47,11 @@ bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
 // finding, always a counted skip.
 inline constexpr std::string_view kUnmodelled = "unmodelled";
+// Two sides of a pair, one of them an order-of-arrival contract (ContractInfo::order_of_arrival),
+// differ in bits on a case where that order decides them (arrival_order_matters: an output of more
+// than one addend): never a finding, always a counted skip. The same pair's cases of one addend an
+// output are compared bit for bit (a self pair, nondeterminism, on every case).
+inline constexpr std::string_view kArrivalOrder = "arrival_order";
 
 struct BackendPair {
   std::string a, b;  // "kind:contract" names, such as "cuda:C" and "ref:C"
@@ -63,8 +68,9 @@ struct BackendPair {
 inline constexpr std::string_view kReferenceKind = "ref";
 
 // kind:C vs ref:C for each implementation of `op` on a kind other than the reference that has a
-// reference twin, except contracts that depend on the order of arrival (ContractInfo); with
-// `available_only`, only kinds that can run here.
+// reference twin, except contracts that depend on the order of arrival (ContractInfo) and cannot
+// tell which cases they decide (no arrival_order_free); with `available_only`, only kinds that can
+// run here.
 std::vector<BackendPair> twin_pairs(const Registry& registry, const std::string& op, bool available_only);
 // K:C vs K:C for each implementation of `op` on a kind other than the reference (which is
 // deterministic by construction); with `available_only`, only kinds that can run here.

@@ -164,8 +164,8 @@ run() {
   fi
   # A campaign of every CUDA contract under compute-sanitizer (`bitparity --sanitizer`): a race or an
   # invalid access on a generated case is a sanitizer_hazard finding, shrunk, with the tool's report.
-  # The wildcard pairs leave out the order-of-arrival contracts (their bits differ from the reference
-  # whenever the atomics arrive in another order); the sanitizer parts above run their kernels.
+  # The wildcard pairs take the order-of-arrival contracts too: their cases of one addend an output
+  # are compared, the others' differences counted as arrival_order skips (the atomics' order).
   if [[ ${SKIP_HAZARDS:-0} != 1 ]]; then
     part "hazards" "$CARRY/bitparity" --sanitizer racecheck,memcheck --sanitizer-workers "${HAZARD_WORKERS:-2}" \
       campaign --pair 'racecheck:*,ref:*' --pair 'memcheck:*,ref:*' --budget-seconds "${HAZARD_SECONDS:-120}" \
