@@ -251,7 +251,8 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
       "Generate random cases from every op's generator and run them through backend pairs for a time "
       "budget; shrink each new finding, write it to the corpus (named by content hash, deduplicated by "
       "signature) and summarize. Default pairs: cuda:C vs ref:C where a GPU backend is available, with "
-      "cuda:C vs cuda:C (the case run twice) on a sample of cases, else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
+      "cuda:C vs cuda:C (the case run twice) on a sample of cases (on every case for an order-of-arrival contract), "
+      "else every pair of ref contracts. SIGINT/SIGTERM stop after the current case and still write the "
       "summary. Every output path is checked before the first case. Exit 0; 1 when a new same-contract "
       "finding (a bug) was written or, with --baseline, the set of signatures changed; 2 on an error (a corpus write that failed still writes the summary); 130 "
       "when interrupted (after writing the corpus and the summary).");
@@ -261,9 +262,11 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
   app->add_option("--seed", f->seed, "seed of the case stream, 0 .. 2^64-1")->type_name("UINT64")->capture_default_str();
   app->add_option("--pair", f->pairs,
                   "A,B backend pair; repeat for several (default: see above). K:*,L:* pairs K:C with L:C for every "
-                  "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck); where K "
-                  "and L differ it leaves out the order-of-arrival contracts (atomics), as the default pairs do: "
-                  "name such a pair to run it");
+                  "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck). An "
+                  "order-of-arrival contract (atomics) is compared across kinds only on its cases of one addend an "
+                  "output, which every order gives alike; its other cases' differences are counted as arrival_order "
+                  "skips (a contract that cannot name those cases is left out where K and L differ, as the default "
+                  "pairs do: name such a pair to run it)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
   app->add_option("--corpus", f->corpus_dir,
                   "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "
