@@ -10,6 +10,8 @@
 // gradients of each column over the row's run in order under the contract's rounding and stores
 // them, +0 where no position names the row. The fold is a per-column state machine; every addition
 // is a plain fp32 add (no product to contract).
+#include <optional>
+
 #include <cub/device/device_radix_sort.cuh>
 
 #include "gpu/common/dtype_io.cuh"
@@ -43,40 +45,56 @@ int warps_grid(int64_t rows) {
 
 // --- forward ---------------------------------------------------------------------------------
 
+// Every kernel is a body (gpu/common/launch.cuh): launched alone, or, while run_batch collects a
+// staged batch of small cases, one batched launch a kernel for up to 32 cases
+// (launch_or_collect_body). A backward of more than kBlockSortMax positions takes CUB's radix sort,
+// which has no batched twin: its case makes all its launches directly (LaunchDirectly).
+
 // Rows of `per_row` units of type U (a 16-byte packet, or one element's storage).
 template <class U, int kIlp>
-__global__ void __launch_bounds__(kThreads) forward_rows(const U* __restrict__ weight, const int64_t* __restrict__ ids,
-                                                         U* __restrict__ out, int64_t P, int64_t per_row,
-                                                         EmbeddingRows r) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; p < P; p += warps) {
-    const int64_t row = local_row(ids[p], r);
-    const U* src = weight + (row < 0 ? 0 : row) * per_row;
-    U* dst = out + p * per_row;
-    for (int64_t j0 = lane; j0 < per_row; j0 += static_cast<int64_t>(kWarp) * kIlp) {
-      U v[kIlp];
+struct ForwardRows {
+  struct Args {
+    const U* weight;
+    const int64_t* ids;
+    U* out;
+    int64_t P, per_row;
+    EmbeddingRows r;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const U* __restrict__ weight = a.weight;
+    const int64_t* __restrict__ ids = a.ids;
+    U* __restrict__ out = a.out;
+    const int64_t per_row = a.per_row;
+    const int lane = threadIdx.x % kWarp;
+    const int64_t warps = static_cast<int64_t>(at.blocks) * kWarpsPerBlock;
+    for (int64_t p = static_cast<int64_t>(at.block) * kWarpsPerBlock + threadIdx.x / kWarp; p < a.P; p += warps) {
+      const int64_t row = local_row(ids[p], a.r);
+      const U* src = weight + (row < 0 ? 0 : row) * per_row;
+      U* dst = out + p * per_row;
+      for (int64_t j0 = lane; j0 < per_row; j0 += static_cast<int64_t>(kWarp) * kIlp) {
+        U v[kIlp];
 #pragma unroll
-      for (int i = 0; i < kIlp; ++i) {
-        const int64_t j = j0 + static_cast<int64_t>(i) * kWarp;
-        v[i] = U{};
-        if (row >= 0 && j < per_row) v[i] = src[j];
-      }
+        for (int i = 0; i < kIlp; ++i) {
+          const int64_t j = j0 + static_cast<int64_t>(i) * kWarp;
+          v[i] = U{};
+          if (row >= 0 && j < per_row) v[i] = src[j];
+        }
 #pragma unroll
-      for (int i = 0; i < kIlp; ++i) {
-        const int64_t j = j0 + static_cast<int64_t>(i) * kWarp;
-        if (j < per_row) dst[j] = v[i];
+        for (int i = 0; i < kIlp; ++i) {
+          const int64_t j = j0 + static_cast<int64_t>(i) * kWarp;
+          if (j < per_row) dst[j] = v[i];
+        }
       }
     }
   }
-}
+};
 
 template <class U, int kIlp>
 void launch_forward_as(const EmbeddingForward& a, int64_t per_row) {
-  forward_rows<U, kIlp><<<warps_grid(a.P), kThreads, 0, static_cast<cudaStream_t>(a.stream)>>>(
-      static_cast<const U*>(a.weight), static_cast<const int64_t*>(a.ids), static_cast<U*>(a.out), a.P, per_row,
-      a.rows);
-  check_launch("embedding forward", a.stream);
+  launch_or_collect_body<ForwardRows<U, kIlp>>({static_cast<const U*>(a.weight), static_cast<const int64_t*>(a.ids),
+                                                static_cast<U*>(a.out), a.P, per_row, a.rows},
+                                               warps_grid(a.P), a.stream, "embedding forward");
 }
 
 template <class U>
@@ -107,28 +125,37 @@ __global__ void prepare_keys(const int64_t* __restrict__ ids, uint32_t* __restri
 // so keys_out and vals_out hold the radix sort's words exactly.
 constexpr int kBlockSortMax = static_cast<int>(kEmbeddingBlockSortMax);
 
-__global__ void __launch_bounds__(kBlockSortMax)
-    sort_block(const int64_t* __restrict__ ids, uint32_t* __restrict__ keys_out, uint32_t* __restrict__ vals_out,
-               int P, EmbeddingRows r) {
-  __shared__ uint32_t keys[kBlockSortMax];
-  const int p = static_cast<int>(threadIdx.x);
-  uint32_t key = 0, val = 0;
-  if (p < P) {
-    const int64_t row = local_row(ids[p], r);
-    key = static_cast<uint32_t>(row < 0 ? 0 : row);
-    val = static_cast<uint32_t>(p) | (row < 0 ? kMaskedBit : 0u);
-    keys[p] = key;
+// One block of kBlockSortMax threads (the threads past P idle).
+struct SortBlock {
+  struct Args {
+    const int64_t* ids;
+    uint32_t* keys_out;
+    uint32_t* vals_out;
+    int P;
+    EmbeddingRows r;
+  };
+  static constexpr int kBlock = kBlockSortMax, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos) {
+    __shared__ uint32_t keys[kBlockSortMax];
+    const int p = static_cast<int>(threadIdx.x);
+    uint32_t key = 0, val = 0;
+    if (p < a.P) {
+      const int64_t row = local_row(a.ids[p], a.r);
+      key = static_cast<uint32_t>(row < 0 ? 0 : row);
+      val = static_cast<uint32_t>(p) | (row < 0 ? kMaskedBit : 0u);
+      keys[p] = key;
+    }
+    __syncthreads();
+    if (p >= a.P) return;
+    int place = 0;
+    for (int q = 0; q < a.P; ++q) {
+      const uint32_t other = keys[q];
+      place += other < key || (other == key && q < p) ? 1 : 0;
+    }
+    a.keys_out[place] = key;
+    a.vals_out[place] = val;
   }
-  __syncthreads();
-  if (p >= P) return;
-  int place = 0;
-  for (int q = 0; q < P; ++q) {
-    const uint32_t other = keys[q];
-    place += other < key || (other == key && q < p) ? 1 : 0;
-  }
-  keys_out[place] = key;
-  vals_out[place] = val;
-}
+};
 
 int key_bits(int64_t V) {
   int bits = 1;
@@ -213,11 +240,19 @@ __device__ __forceinline__ uint32_t lower_bound(const uint32_t* keys, uint32_t n
 // starts[v] = the first sorted position of row v or a later row, v = 0..V (starts[V] = P): row v's
 // run is [starts[v], starts[v + 1]). One binary search a row, all in parallel, so that the fold's
 // warps find a row's run with two loads instead of two searches each.
-__global__ void run_starts(const uint32_t* __restrict__ keys, uint32_t* __restrict__ starts, int64_t P, int64_t V) {
-  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v <= V;
-       v += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    starts[v] = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v)) : 0;
-}
+struct RunStarts {
+  struct Args {
+    const uint32_t* keys;
+    uint32_t* starts;
+    int64_t P, V;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    for (int64_t v = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; v <= a.V;
+         v += static_cast<int64_t>(at.blocks) * kBlock)
+      a.starts[v] = a.P ? lower_bound(a.keys, static_cast<uint32_t>(a.P), static_cast<uint32_t>(v)) : 0;
+  }
+};
 
 // The gradient units (one element, or an N-element packet) of position val's row at unit j, as fp32;
 // +0 where the position is masked.
@@ -237,97 +272,137 @@ __device__ __forceinline__ void load_unit(const typename T::Storage* g, uint32_t
 // warps as it has 32-unit blocks); lane l folds unit 32 b + l of row v over the row's run of
 // positions, kIlp positions' loads in flight before their additions, which stay in order.
 template <class T, int N, EmbeddingFold kFold, int kIlp>
-__global__ void __launch_bounds__(kThreads) fold_rows(const typename T::Storage* __restrict__ g,
-                                                      const uint32_t* __restrict__ starts,
-                                                      const uint32_t* __restrict__ vals,
-                                                      typename T::Storage* __restrict__ d_weight, int64_t H,
-                                                      int64_t V) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  const int64_t units = H / N, blocks = (units + kWarp - 1) / kWarp;
-  for (int64_t w = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; w < V * blocks;
-       w += warps) {
-    const int64_t v = w / blocks, j = (w - v * blocks) * kWarp + lane;
-    const uint32_t begin = starts[v], end = starts[v + 1];
-    if (j >= units) continue;
-    ColumnFold<T, kFold> f[N];
-    for (uint32_t i0 = begin; i0 < end; i0 += kIlp) {
-      uint32_t val[kIlp];
-      float x[kIlp][N];
+struct FoldRows {
+  using S = typename T::Storage;
+  struct Args {
+    const S* g;
+    const uint32_t* starts;
+    const uint32_t* vals;
+    S* d_weight;
+    int64_t H, V;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const S* __restrict__ g = a.g;
+    const uint32_t* __restrict__ starts = a.starts;
+    const uint32_t* __restrict__ vals = a.vals;
+    S* __restrict__ d_weight = a.d_weight;
+    const int64_t H = a.H, V = a.V;
+    const int lane = threadIdx.x % kWarp;
+    const int64_t warps = static_cast<int64_t>(at.blocks) * kWarpsPerBlock;
+    const int64_t units = H / N, blocks = (units + kWarp - 1) / kWarp;
+    for (int64_t w = static_cast<int64_t>(at.block) * kWarpsPerBlock + threadIdx.x / kWarp; w < V * blocks;
+         w += warps) {
+      const int64_t v = w / blocks, j = (w - v * blocks) * kWarp + lane;
+      const uint32_t begin = starts[v], end = starts[v + 1];
+      if (j >= units) continue;
+      ColumnFold<T, kFold> f[N];
+      for (uint32_t i0 = begin; i0 < end; i0 += kIlp) {
+        uint32_t val[kIlp];
+        float x[kIlp][N];
 #pragma unroll
-      for (int k = 0; k < kIlp; ++k) val[k] = i0 + k < end ? vals[i0 + k] : kMaskedBit;
+        for (int k = 0; k < kIlp; ++k) val[k] = i0 + k < end ? vals[i0 + k] : kMaskedBit;
 #pragma unroll
-      for (int k = 0; k < kIlp; ++k) load_unit<T, N>(g, val[k], H, j, x[k]);
+        for (int k = 0; k < kIlp; ++k) load_unit<T, N>(g, val[k], H, j, x[k]);
 #pragma unroll
-      for (int k = 0; k < kIlp; ++k)
-        if (i0 + k < end)
+        for (int k = 0; k < kIlp; ++k)
+          if (i0 + k < end)
 #pragma unroll
-          for (int e = 0; e < N; ++e) f[e].add(x[k][e], val[k] & ~kMaskedBit);
+            for (int e = 0; e < N; ++e) f[e].add(x[k][e], val[k] & ~kMaskedBit);
+      }
+      float out[N];
+#pragma unroll
+      for (int e = 0; e < N; ++e) out[e] = f[e].result();
+      typename T::Storage* row = d_weight + v * H;
+      if constexpr (N == 1) row[j] = T::store(out[0]);
+      else store_chunk<T, N>(row + j * N, out);
     }
-    float out[N];
-#pragma unroll
-    for (int e = 0; e < N; ++e) out[e] = f[e].result();
-    typename T::Storage* row = d_weight + v * H;
-    if constexpr (N == 1) row[j] = T::store(out[0]);
-    else store_chunk<T, N>(row + j * N, out);
   }
-}
+};
 
 // The index backward at H = 1 (indexing_backward_kernel_stride_1): one thread per row emulates the
 // warp: lane l sums positions l, l + 32, ... of the first 32 floor(n / 32) from +0; the lanes are
 // combined by WARP_SHFL_DOWN's halving tree (lane l += lane l + o for o = 16, 8, 4, 2, 1); the rest
 // of the positions are added in order; the row's +0 plus that, rounded once.
 template <class T>
-__global__ void __launch_bounds__(kThreads) fold_warp_tree(const typename T::Storage* __restrict__ g,
-                                                           const uint32_t* __restrict__ keys,
-                                                           const uint32_t* __restrict__ vals,
-                                                           typename T::Storage* __restrict__ d_weight, int64_t P,
-                                                           int64_t V) {
-  for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v < V;
-       v += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const uint32_t begin = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v)) : 0;
-    const uint32_t end = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v) + 1) : 0;
-    auto value = [&](uint32_t i) {
-      const uint32_t val = vals[i];
-      return (val & kMaskedBit) ? 0.0f : T::load(g[val & ~kMaskedBit]);
-    };
-    const uint32_t n = end - begin, passes = n / kWarp;
-    float lane[kWarp];
+struct FoldWarpTree {
+  using S = typename T::Storage;
+  struct Args {
+    const S* g;
+    const uint32_t* keys;
+    const uint32_t* vals;
+    S* d_weight;
+    int64_t P, V;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const S* __restrict__ g = a.g;
+    const uint32_t* __restrict__ keys = a.keys;
+    const uint32_t* __restrict__ vals = a.vals;
+    const int64_t P = a.P, V = a.V;
+    for (int64_t v = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; v < V;
+         v += static_cast<int64_t>(at.blocks) * kBlock) {
+      const uint32_t begin = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v)) : 0;
+      const uint32_t end = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v) + 1) : 0;
+      auto value = [&](uint32_t i) {
+        const uint32_t val = vals[i];
+        return (val & kMaskedBit) ? 0.0f : T::load(g[val & ~kMaskedBit]);
+      };
+      const uint32_t n = end - begin, passes = n / kWarp;
+      float lane[kWarp];
 #pragma unroll
-    for (int l = 0; l < kWarp; ++l) lane[l] = 0.0f;
-    for (uint32_t i = 0; i < passes; ++i)
+      for (int l = 0; l < kWarp; ++l) lane[l] = 0.0f;
+      for (uint32_t i = 0; i < passes; ++i)
 #pragma unroll
-      for (int l = 0; l < kWarp; ++l) lane[l] = __fadd_rn(lane[l], value(begin + i * kWarp + l));
+        for (int l = 0; l < kWarp; ++l) lane[l] = __fadd_rn(lane[l], value(begin + i * kWarp + l));
 #pragma unroll
-    for (int o = kWarp / 2; o > 0; o /= 2)
+      for (int o = kWarp / 2; o > 0; o /= 2)
 #pragma unroll
-      for (int l = 0; l < o; ++l) lane[l] = __fadd_rn(lane[l], lane[l + o]);
-    float s = lane[0];
-    for (uint32_t i = passes * kWarp; i < n; ++i) s = __fadd_rn(s, value(begin + i));
-    d_weight[v] = T::store(__fadd_rn(0.0f, s));
+        for (int l = 0; l < o; ++l) lane[l] = __fadd_rn(lane[l], lane[l + o]);
+      float s = lane[0];
+      for (uint32_t i = passes * kWarp; i < n; ++i) s = __fadd_rn(s, value(begin + i));
+      a.d_weight[v] = T::store(__fadd_rn(0.0f, s));
+    }
   }
-}
+};
 
 // atomic_fp32: every gradient element added to a zeroed fp32 table with atomicAdd, in whatever
 // order the adds arrive; then the table rounded to the dtype.
 template <class T>
-__global__ void scatter_atomic(const typename T::Storage* __restrict__ g, const int64_t* __restrict__ ids,
-                               float* __restrict__ table, int64_t P, int64_t H, EmbeddingRows r) {
-  const int lane = threadIdx.x % kWarp;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t p = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp; p < P; p += warps) {
-    const int64_t row = local_row(ids[p], r);
-    if (row < 0) continue;  // a masked position adds +0
-    for (int64_t h = lane; h < H; h += kWarp) atomicAdd(table + row * H + h, T::load(g[p * H + h]));
+struct ScatterAtomic {
+  struct Args {
+    const typename T::Storage* g;
+    const int64_t* ids;
+    float* table;
+    int64_t P, H;
+    EmbeddingRows r;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const int lane = threadIdx.x % kWarp;
+    const int64_t warps = static_cast<int64_t>(at.blocks) * kWarpsPerBlock;
+    for (int64_t p = static_cast<int64_t>(at.block) * kWarpsPerBlock + threadIdx.x / kWarp; p < a.P; p += warps) {
+      const int64_t row = local_row(a.ids[p], a.r);
+      if (row < 0) continue;  // a masked position adds +0
+      for (int64_t h = lane; h < a.H; h += kWarp) atomicAdd(a.table + row * a.H + h, T::load(a.g[p * a.H + h]));
+    }
   }
-}
+};
 
 template <class T>
-__global__ void round_table(const float* __restrict__ table, typename T::Storage* __restrict__ out, int64_t n) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = T::store(table[i]);
-}
+struct RoundTable {
+  struct Args {
+    const float* table;
+    typename T::Storage* out;
+    int64_t n;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    for (int64_t i = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; i < a.n;
+         i += static_cast<int64_t>(at.blocks) * kBlock)
+      a.out[i] = T::store(a.table[i]);
+  }
+};
 
 int flat_grid(int64_t n) {
   const int64_t resident = static_cast<int64_t>(multiprocessor_count()) * 2048 / kThreads;
@@ -337,17 +412,17 @@ int flat_grid(int64_t n) {
 template <class T, EmbeddingFold kFold, int kIlp>
 void launch_fold_ilp(const EmbeddingBackward& a, const uint32_t* starts, const uint32_t* vals) {
   using S = typename T::Storage;
-  const auto stream = static_cast<cudaStream_t>(a.stream);
   const S* g = static_cast<const S*>(a.g);
   S* dw = static_cast<S*>(a.d_weight);
   const bool packets = a.H % kPacket<T> == 0;
   const int64_t units = packets ? a.H / kPacket<T> : a.H;
   const int grid = warps_grid(a.rows.V * ((units + kWarp - 1) / kWarp));
   if (packets)
-    fold_rows<T, kPacket<T>, kFold, kIlp><<<grid, kThreads, 0, stream>>>(g, starts, vals, dw, a.H, a.rows.V);
+    launch_or_collect_body<FoldRows<T, kPacket<T>, kFold, kIlp>>({g, starts, vals, dw, a.H, a.rows.V}, grid, a.stream,
+                                                                  "embedding backward fold");
   else
-    fold_rows<T, 1, kFold, kIlp><<<grid, kThreads, 0, stream>>>(g, starts, vals, dw, a.H, a.rows.V);
-  check_launch("embedding backward fold", a.stream);
+    launch_or_collect_body<FoldRows<T, 1, kFold, kIlp>>({g, starts, vals, dw, a.H, a.rows.V}, grid, a.stream,
+                                                         "embedding backward fold");
 }
 
 template <class T, EmbeddingFold kFold>
@@ -367,17 +442,18 @@ void launch_backward_as(const EmbeddingBackward& a) {
   const int64_t V = a.rows.V;
   if (a.fold == EmbeddingFold::kAtomic) {
     float* table = static_cast<float*>(a.workspace);
-    check_cuda(cudaMemsetAsync(table, 0, static_cast<size_t>(V * a.H) * sizeof(float), stream), "cudaMemsetAsync");
-    if (a.P > 0) {
-      scatter_atomic<T><<<warps_grid(a.P), kThreads, 0, stream>>>(static_cast<const S*>(a.g),
-                                                                   static_cast<const int64_t*>(a.ids), table, a.P,
-                                                                   a.H, a.rows);
-      check_launch("embedding backward atomic scatter", a.stream);
-    }
-    round_table<T><<<flat_grid(V * a.H), kThreads, 0, stream>>>(table, static_cast<S*>(a.d_weight), V * a.H);
-    check_launch("embedding backward rounding", a.stream);
+    zero_bytes(table, static_cast<size_t>(V * a.H) * sizeof(float), a.stream, "embedding backward table");
+    if (a.P > 0)
+      launch_or_collect_body<ScatterAtomic<T>>(
+          {static_cast<const S*>(a.g), static_cast<const int64_t*>(a.ids), table, a.P, a.H, a.rows}, warps_grid(a.P),
+          a.stream, "embedding backward atomic scatter");
+    launch_or_collect_body<RoundTable<T>>({table, static_cast<S*>(a.d_weight), V * a.H}, flat_grid(V * a.H), a.stream,
+                                          "embedding backward rounding");
     return;
   }
+  // CUB's radix sort has no batched twin: its case makes all its launches directly.
+  std::optional<LaunchDirectly> direct;
+  if (a.P > kBlockSortMax) direct.emplace();
   const SortLayout l = sort_layout(a.P, V);
   char* ws = static_cast<char*>(a.workspace);
   auto* keys_in = reinterpret_cast<uint32_t*>(ws + l.keys_in);
@@ -385,9 +461,8 @@ void launch_backward_as(const EmbeddingBackward& a) {
   auto* vals_in = reinterpret_cast<uint32_t*>(ws + l.vals_in);
   auto* vals_out = reinterpret_cast<uint32_t*>(ws + l.vals_out);
   if (a.P > 0 && a.P <= kBlockSortMax) {
-    sort_block<<<1, static_cast<unsigned>((a.P + kWarp - 1) / kWarp * kWarp), 0, stream>>>(
-        static_cast<const int64_t*>(a.ids), keys_out, vals_out, static_cast<int>(a.P), a.rows);
-    check_launch("embedding backward block sort", a.stream);
+    launch_or_collect_body<SortBlock>({static_cast<const int64_t*>(a.ids), keys_out, vals_out, static_cast<int>(a.P), a.rows},
+                                      1, a.stream, "embedding backward block sort");
   } else if (a.P > 0) {
     prepare_keys<<<flat_grid(a.P), kThreads, 0, stream>>>(static_cast<const int64_t*>(a.ids), keys_in, vals_in, a.P,
                                                          a.rows);
@@ -398,19 +473,18 @@ void launch_backward_as(const EmbeddingBackward& a) {
                "cub::DeviceRadixSort::SortPairs");
   }
   auto* starts = reinterpret_cast<uint32_t*>(ws + l.starts);
-  if (a.fold != EmbeddingFold::kWarpTree) {
-    run_starts<<<flat_grid(V + 1), kThreads, 0, stream>>>(keys_out, starts, a.P, V);
-    check_launch("embedding backward run starts", a.stream);
-  }
+  if (a.fold != EmbeddingFold::kWarpTree)
+    launch_or_collect_body<RunStarts>({keys_out, starts, a.P, V}, flat_grid(V + 1), a.stream,
+                                      "embedding backward run starts");
   switch (a.fold) {
     case EmbeddingFold::kPerStep: return launch_fold<T, EmbeddingFold::kPerStep>(a, starts, vals_out);
     case EmbeddingFold::kOnce: return launch_fold<T, EmbeddingFold::kOnce>(a, starts, vals_out);
     case EmbeddingFold::kChunks: return launch_fold<T, EmbeddingFold::kChunks>(a, starts, vals_out);
     case EmbeddingFold::kPartials: return launch_fold<T, EmbeddingFold::kPartials>(a, starts, vals_out);
     case EmbeddingFold::kWarpTree:
-      fold_warp_tree<T><<<flat_grid(V), kThreads, 0, stream>>>(static_cast<const S*>(a.g), keys_out, vals_out,
-                                                               static_cast<S*>(a.d_weight), a.P, V);
-      return check_launch("embedding backward warp tree", a.stream);
+      return launch_or_collect_body<FoldWarpTree<T>>(
+          {static_cast<const S*>(a.g), keys_out, vals_out, static_cast<S*>(a.d_weight), a.P, V}, flat_grid(V), a.stream,
+          "embedding backward warp tree");
     case EmbeddingFold::kAtomic: break;
   }
 }

@@ -116,9 +116,14 @@ std::vector<KernelRecord> embedding_kernels() {
       with_forward({"rows=1..16", "rows=large", "P>3072", "sort:block", "sort:radix"});
   // The atomic scatter, then the rounding of the fp32 table (also without positions).
   const std::vector<std::string> atomic = with_forward({"rows=1..16"});
-  return {{"embedding", "megatron_eager", bind, megatron},
-          {"embedding", "baseline", bind, baseline},
-          {"embedding", "atomic_fp32", bind, atomic}};
+  // Every contract's launches go into a staged batch's batched launches (gpu/embedding.cu's bodies; a
+  // backward of more than 1024 positions, CUB's radix sort, runs its launches directly).
+  // CaseBatches.EachCaseGetsWhatItGetsAlone holds atomic_fp32's batched cases to their runs alone
+  // where no row is named twice (ContractInfo::arrival_order_free), elsewhere to their shapes.
+  const std::vector<Direction> both = {Direction::kForward, Direction::kBackward};
+  return {{"embedding", "megatron_eager", bind, megatron, {}, both},
+          {"embedding", "baseline", bind, baseline, {}, both},
+          {"embedding", "atomic_fp32", bind, atomic, {}, both}};
 }
 
 }  // namespace bitparity::gpu

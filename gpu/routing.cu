@@ -136,11 +136,7 @@ void launch(void (*kernel)(Params...), unsigned grid, unsigned block, size_t sha
 // after another). A launcher whose case makes any other launch runs the case under LaunchDirectly.
 template <class Body>
 void launch_body(const typename Body::Args& args, unsigned grid, void* stream, bool dependent, const char* what) {
-  if (LaunchBatch* batch = collecting_launches()) {
-    const BodyItem<Body> item{args, grid};
-    batch->add(&launch_body_batch<Body>, BodyBatch<Body>::kItems, &item, sizeof item, grid, stream, what);
-    return;
-  }
+  if (collect_body<Body>(args, grid, stream, what)) return;
   launch(body_kernel<Body>, grid, Body::kBlock, 0, stream, dependent, what, args);
 }
 
@@ -641,34 +637,6 @@ Index build_index(const RoutingCommon& r, const Layout& l, bool positions, const
 void require_workspace(const RoutingCommon& r, bool fp32_rows, const char* who) {
   if (!r.workspace && layout_of(r.shape, fp32_rows).total > 0)
     throw std::invalid_argument(std::string(who) + ": no workspace (routing_workspace_bytes)");
-}
-
-// Zeros as a kernel, for a case whose launches a batch collects: a memset would be a device call
-// of its own a case. 4-byte words where the range allows (fp32 d_probs, rows of even length).
-struct ZeroBytes {
-  struct Args {
-    void* p;
-    int64_t bytes;
-  };
-  static constexpr int kBlock = kThreads, kMinBlocks = 0;
-  static __device__ void run(const Args& a, GridPos at) {
-    const int64_t first = static_cast<int64_t>(at.block) * kBlock + threadIdx.x;
-    const int64_t stride = static_cast<int64_t>(at.blocks) * kBlock;
-    if ((reinterpret_cast<uintptr_t>(a.p) | static_cast<uintptr_t>(a.bytes)) % 4 == 0) {
-      for (int64_t i = first; i < a.bytes / 4; i += stride) static_cast<uint32_t*>(a.p)[i] = 0;
-      return;
-    }
-    for (int64_t i = first; i < a.bytes; i += stride) static_cast<unsigned char*>(a.p)[i] = 0;
-  }
-};
-
-void zero(void* p, size_t bytes, void* stream, const char* what) {
-  if (bytes == 0) return;
-  if (collecting_launches()) {
-    const auto n = static_cast<int64_t>(bytes);
-    return launch_body<ZeroBytes>({p, n}, resident_grid<body_kernel<ZeroBytes>>(n), stream, false, what);
-  }
-  check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream)), what);
 }
 
 // --- copy_rows: a token's row to each of its slots ------------------------------------------------
@@ -1482,7 +1450,7 @@ void launch_permute_backward(const PermuteBackward& args) {
   if (s.T == 0) return;
   require_workspace(args.r, false, "permute backward");
   if (args.order_of_arrival)  // before the index, so that the index's kernels and the sum run back to back
-    zero(args.d_tokens, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "permute d_tokens");
+    zero_bytes(args.d_tokens, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "permute d_tokens");
   const Index ix = build_index(args.r, layout_of(s, false), args.order_of_arrival);
   if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.d_permuted, nullptr, args.slot_plan, args.d_tokens);
   atomic_scatter_rows(args.r, ix, args.d_permuted, nullptr, args.d_tokens);
@@ -1499,8 +1467,8 @@ void launch_unpermute_forward(const UnpermuteForward& args) {
   const Index ix = index_in(args.r.workspace, l);
   // The atomic sums' zeros first, so that the index's kernels and the sum run back to back.
   if (args.order_of_arrival && !fp32_rows)
-    zero(args.out, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "unpermute out");
-  if (fp32_rows) zero(ix.rows32, static_cast<size_t>(s.T * s.H) * sizeof(float), args.r.stream, "unpermute fp32 rows");
+    zero_bytes(args.out, static_cast<size_t>(s.T * s.H) * dtype_size(s.dtype), args.r.stream, "unpermute out");
+  if (fp32_rows) zero_bytes(ix.rows32, static_cast<size_t>(s.T * s.H) * sizeof(float), args.r.stream, "unpermute fp32 rows");
   build_index(args.r, l, args.order_of_arrival, args.order_of_arrival ? nullptr : probs);
   if (!args.order_of_arrival) return gather_token_sums(args.r, ix, args.permuted, probs, args.slot_plan, args.out);
   if (!fp32_rows) return atomic_scatter_rows(args.r, ix, args.permuted, probs, args.out);
@@ -1520,7 +1488,7 @@ void launch_unpermute_backward(const UnpermuteBackward& args) {
   std::optional<LaunchDirectly> direct;  // a case of probs_backward's block-a-row kernel: no batched twin
   if (probs_backward_by_blocks(args)) direct.emplace();
   // d_probs zeroed before the index, so that the index's kernels and the products run back to back.
-  if (args.probs) zero(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
+  if (args.probs) zero_bytes(args.d_probs, static_cast<size_t>(s.T * s.E) * sizeof(float), args.r.stream, "unpermute d_probs");
   const Index ix = build_index(args.r, layout_of(s, false), args.probs != nullptr);
   if (!args.probs) return copy_token_rows(args.r, ix, args.d_out, args.d_permuted, CopyMode::kPlusZero);
   if (s.N == 0 || s.H == 0) return;  // d_probs: the empty sums, +0

@@ -284,6 +284,52 @@ void launch_body_batch(const unsigned char* items, int count, unsigned blocks, v
       batch_of<BodyBatch<Body>>(items, count));
   check_launch(what, stream);
 }
+
+// Where the calling thread collects launches (run_batch), collects Body on `grid` blocks, to run in
+// one batched launch with the other cases' launches of Body, and returns true; else false.
+template <class Body>
+bool collect_body(const typename Body::Args& args, unsigned grid, void* stream, const char* what) {
+  LaunchBatch* batch = collecting_launches();
+  if (!batch) return false;
+  const BodyItem<Body> item{args, grid};
+  batch->add(&launch_body_batch<Body>, BodyBatch<Body>::kItems, &item, sizeof item, grid, stream, what);
+  return true;
+}
+
+// Body on `grid` blocks, collected (collect_body) or launched now and checked.
+template <class Body>
+void launch_or_collect_body(const typename Body::Args& args, unsigned grid, void* stream, const char* what) {
+  if (collect_body<Body>(args, grid, stream, what)) return;
+  body_kernel<Body><<<grid, Body::kBlock, 0, static_cast<cudaStream_t>(stream)>>>(args);
+  check_launch(what, stream);
+}
+
+// Zeros as a kernel, for a case whose launches a batch collects: a memset would be a device call
+// of its own a case. 4-byte words where the range allows (fp32 rows, rows of even length).
+struct ZeroBytes {
+  struct Args {
+    void* p;
+    int64_t bytes;
+  };
+  static constexpr int kBlock = kThreads, kMinBlocks = 0;
+  static __device__ void run(const Args& a, GridPos at) {
+    const int64_t first = static_cast<int64_t>(at.block) * kBlock + threadIdx.x;
+    const int64_t stride = static_cast<int64_t>(at.blocks) * kBlock;
+    if ((reinterpret_cast<uintptr_t>(a.p) | static_cast<uintptr_t>(a.bytes)) % 4 == 0) {
+      for (int64_t i = first; i < a.bytes / 4; i += stride) static_cast<uint32_t*>(a.p)[i] = 0;
+      return;
+    }
+    for (int64_t i = first; i < a.bytes; i += stride) static_cast<unsigned char*>(a.p)[i] = 0;
+  }
+};
+
+// `bytes` zero bytes at p: ZeroBytes collected where the thread collects launches, else a memset.
+inline void zero_bytes(void* p, size_t bytes, void* stream, const char* what) {
+  if (bytes == 0) return;
+  const auto n = static_cast<int64_t>(bytes);
+  if (collect_body<ZeroBytes>({p, n}, resident_grid<body_kernel<ZeroBytes>>(n), stream, what)) return;
+  check_cuda(cudaMemsetAsync(p, 0, bytes, static_cast<cudaStream_t>(stream)), what);
+}
 #endif
 
 // Work items of an elementwise kernel: 16-byte packets where F allows, else single elements.
