@@ -137,10 +137,13 @@ struct SortBlock {
   static constexpr int kBlock = kBlockSortMax, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos) {
     __shared__ uint32_t keys[kBlockSortMax];
+    const int64_t* __restrict__ ids = a.ids;
+    uint32_t* __restrict__ keys_out = a.keys_out;
+    uint32_t* __restrict__ vals_out = a.vals_out;
     const int p = static_cast<int>(threadIdx.x);
     uint32_t key = 0, val = 0;
     if (p < a.P) {
-      const int64_t row = local_row(a.ids[p], a.r);
+      const int64_t row = local_row(ids[p], a.r);
       key = static_cast<uint32_t>(row < 0 ? 0 : row);
       val = static_cast<uint32_t>(p) | (row < 0 ? kMaskedBit : 0u);
       keys[p] = key;
@@ -152,8 +155,8 @@ struct SortBlock {
       const uint32_t other = keys[q];
       place += other < key || (other == key && q < p) ? 1 : 0;
     }
-    a.keys_out[place] = key;
-    a.vals_out[place] = val;
+    keys_out[place] = key;
+    vals_out[place] = val;
   }
 };
 
@@ -231,7 +234,7 @@ __device__ __forceinline__ uint32_t lower_bound(const uint32_t* keys, uint32_t n
   uint32_t lo = 0, hi = n;
   while (lo < hi) {
     const uint32_t mid = (lo + hi) / 2;
-    if (keys[mid] < v) lo = mid + 1;
+    if (__ldg(keys + mid) < v) lo = mid + 1;  // read-only (ld.global.nc): no kernel writes keys while it reads
     else hi = mid;
   }
   return lo;
@@ -248,9 +251,12 @@ struct RunStarts {
   };
   static constexpr int kBlock = kThreads, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos at) {
-    for (int64_t v = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; v <= a.V;
+    const uint32_t* __restrict__ keys = a.keys;
+    uint32_t* __restrict__ starts = a.starts;
+    const int64_t P = a.P, V = a.V;
+    for (int64_t v = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; v <= V;
          v += static_cast<int64_t>(at.blocks) * kBlock)
-      a.starts[v] = a.P ? lower_bound(a.keys, static_cast<uint32_t>(a.P), static_cast<uint32_t>(v)) : 0;
+      starts[v] = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v)) : 0;
   }
 };
 
@@ -339,14 +345,15 @@ struct FoldWarpTree {
     const S* __restrict__ g = a.g;
     const uint32_t* __restrict__ keys = a.keys;
     const uint32_t* __restrict__ vals = a.vals;
+    S* __restrict__ d_weight = a.d_weight;
     const int64_t P = a.P, V = a.V;
     for (int64_t v = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; v < V;
          v += static_cast<int64_t>(at.blocks) * kBlock) {
       const uint32_t begin = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v)) : 0;
       const uint32_t end = P ? lower_bound(keys, static_cast<uint32_t>(P), static_cast<uint32_t>(v) + 1) : 0;
-      auto value = [&](uint32_t i) {
-        const uint32_t val = vals[i];
-        return (val & kMaskedBit) ? 0.0f : T::load(g[val & ~kMaskedBit]);
+      auto value = [&](uint32_t i) {  // read-only loads (ld.global.nc), which the lambda hides from the compiler
+        const uint32_t val = __ldg(vals + i);
+        return (val & kMaskedBit) ? 0.0f : T::load(__ldg(g + (val & ~kMaskedBit)));
       };
       const uint32_t n = end - begin, passes = n / kWarp;
       float lane[kWarp];
@@ -361,7 +368,7 @@ struct FoldWarpTree {
         for (int l = 0; l < o; ++l) lane[l] = __fadd_rn(lane[l], lane[l + o]);
       float s = lane[0];
       for (uint32_t i = passes * kWarp; i < n; ++i) s = __fadd_rn(s, value(begin + i));
-      a.d_weight[v] = T::store(__fadd_rn(0.0f, s));
+      d_weight[v] = T::store(__fadd_rn(0.0f, s));
     }
   }
 };
@@ -379,12 +386,17 @@ struct ScatterAtomic {
   };
   static constexpr int kBlock = kThreads, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos at) {
+    const typename T::Storage* __restrict__ g = a.g;
+    const int64_t* __restrict__ ids = a.ids;
+    float* __restrict__ table = a.table;
+    const int64_t P = a.P, H = a.H;
     const int lane = threadIdx.x % kWarp;
     const int64_t warps = static_cast<int64_t>(at.blocks) * kWarpsPerBlock;
-    for (int64_t p = static_cast<int64_t>(at.block) * kWarpsPerBlock + threadIdx.x / kWarp; p < a.P; p += warps) {
-      const int64_t row = local_row(a.ids[p], a.r);
+    for (int64_t p = static_cast<int64_t>(at.block) * kWarpsPerBlock + threadIdx.x / kWarp; p < P; p += warps) {
+      // Read-only loads (ld.global.nc) stated: beside the atomics the compiler does not infer them.
+      const int64_t row = local_row(static_cast<int64_t>(__ldg(reinterpret_cast<const long long*>(ids + p))), a.r);
       if (row < 0) continue;  // a masked position adds +0
-      for (int64_t h = lane; h < a.H; h += kWarp) atomicAdd(a.table + row * a.H + h, T::load(a.g[p * a.H + h]));
+      for (int64_t h = lane; h < H; h += kWarp) atomicAdd(table + row * H + h, T::load(__ldg(g + p * H + h)));
     }
   }
 };
@@ -398,9 +410,12 @@ struct RoundTable {
   };
   static constexpr int kBlock = kThreads, kMinBlocks = 0;
   static __device__ void run(const Args& a, GridPos at) {
-    for (int64_t i = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; i < a.n;
+    const float* __restrict__ table = a.table;
+    typename T::Storage* __restrict__ out = a.out;
+    const int64_t n = a.n;
+    for (int64_t i = static_cast<int64_t>(at.block) * kBlock + threadIdx.x; i < n;
          i += static_cast<int64_t>(at.blocks) * kBlock)
-      a.out[i] = T::store(a.table[i]);
+      out[i] = T::store(table[i]);
   }
 };
 
