@@ -72,10 +72,20 @@ TEST_F(CorpusTest, ClassifiesEveryKindOfOutcome) {
   EXPECT_EQ(diff_case(registry, rank3, {"ref:exact", "ref:strict"}).verdict, DiffVerdict::kAgree);  // both "shape"
 }
 
+// A registry of `op` (the toy's, its contracts changed) with the toy's ref:exact and ref:sloppy.
+Registry toy_refs_registry(const OpInfo& op) {
+  const Registry fake = make_fake_registry();
+  Registry r;
+  r.add_op(op);
+  r.add_backend(*fake.backend("ref"));
+  for (const char* contract : {"exact", "sloppy"})
+    r.add_impl("toy", "ref", contract, *fake.impl("toy", std::string("ref:") + contract));
+  return r;
+}
+
 // A toy registry whose exact contract adds in the order of arrival (ContractInfo::order_of_arrival),
 // every case of at most one row being one addend an output (arrival_order_free) when `one_row_free`.
 Registry arrival_registry(bool one_row_free) {
-  const Registry fake = make_fake_registry();
   OpInfo op = testing::toy_op();
   for (ContractInfo& contract : op.contracts)
     if (contract.name == "exact") {
@@ -83,12 +93,7 @@ Registry arrival_registry(bool one_row_free) {
       if (one_row_free)
         contract.arrival_order_free = [](const Case& c) { return c.input("x") && c.input("x")->dim(0) <= 1; };
     }
-  Registry r;
-  r.add_op(op);
-  r.add_backend(*fake.backend("ref"));
-  for (const char* contract : {"exact", "sloppy"})
-    r.add_impl("toy", "ref", contract, *fake.impl("toy", std::string("ref:") + contract));
-  return r;
+  return toy_refs_registry(op);
 }
 
 // Across two sides, a bit mismatch on a case whose order of arrival decides its bits is a counted
@@ -117,7 +122,6 @@ TEST_F(CorpusTest, TheOrderOfArrivalSkipsOnlyTheCasesItDecides) {
 // The toy registry with the sloppy contract judged by an error bound of `bound` around the oracle,
 // on `outputs` only.
 Registry bounded_registry(double bound, std::vector<std::string> outputs) {
-  const Registry fake = make_fake_registry();
   OpInfo op = testing::toy_op();
   for (ContractInfo& contract : op.contracts)
     if (contract.name == "sloppy")
@@ -128,12 +132,7 @@ Registry bounded_registry(double bound, std::vector<std::string> outputs) {
             out[name] = ElementBounds{truth, std::vector<double>(truth.size(), bound)};
         return out;
       };
-  Registry r;
-  r.add_op(op);
-  r.add_backend(*fake.backend("ref"));
-  for (const char* contract : {"exact", "sloppy"})
-    r.add_impl("toy", "ref", contract, *fake.impl("toy", std::string("ref:") + contract));
-  return r;
+  return toy_refs_registry(op);
 }
 
 TEST_F(CorpusTest, ABoundedContractIsJudgedAgainstTheTruthWithinItsBound) {
