@@ -81,8 +81,10 @@ struct ContractInfo {
   bool order_depends_on_shape = false;
   // For an order_of_arrival contract: whether case c's bits are those of every order of arrival,
   // because no output element has more than one addend (a copy; a map of at most one slot a token).
-  // The differential tests hold such a case to the reference's bits, to its own bits run twice and
-  // to its bits run alone where it runs in a batch, as for any other contract. Unset: no case is.
+  // The GPU tests hold such a case to the reference's bits, to its own bits run twice, from several
+  // threads, at every ILP and alone where it runs in a batch, as for any other contract, and a
+  // campaign's pair of its kernel with another side finds a difference there (corpus::classify
+  // counts the others' as arrival_order skips). Unset: no case is.
   std::function<bool(const Case&)> arrival_order_free = {};
 };
 

@@ -72,14 +72,16 @@ TEST_F(CorpusTest, ClassifiesEveryKindOfOutcome) {
   EXPECT_EQ(diff_case(registry, rank3, {"ref:exact", "ref:strict"}).verdict, DiffVerdict::kAgree);  // both "shape"
 }
 
-// A registry of `op` (the toy's, its contracts changed) with the toy's ref:exact and ref:sloppy.
+// A registry of `op` (the toy's, its contracts changed) with the toy's ref:exact, ref:sloppy and
+// fake_gpu:exact (which carries the sloppy bug).
 Registry toy_refs_registry(const OpInfo& op) {
   const Registry fake = make_fake_registry();
   Registry r;
   r.add_op(op);
-  r.add_backend(*fake.backend("ref"));
+  for (const char* kind : {"ref", "fake_gpu"}) r.add_backend(*fake.backend(kind));
   for (const char* contract : {"exact", "sloppy"})
     r.add_impl("toy", "ref", contract, *fake.impl("toy", std::string("ref:") + contract));
+  r.add_impl("toy", "fake_gpu", "exact", *fake.impl("toy", "fake_gpu:exact"));
   return r;
 }
 
@@ -96,27 +98,29 @@ Registry arrival_registry(bool one_row_free) {
   return toy_refs_registry(op);
 }
 
-// Across two sides, a bit mismatch on a case whose order of arrival decides its bits is a counted
-// skip (arrival_order), on a case of one addend an output a finding; shapes are findings either way,
-// and one backend twice reports any difference as nondeterminism.
+// Across two sides, a bit mismatch on a case whose order of arrival decides its bits (on a side
+// other than the reference, which fixes one order) is a counted skip (arrival_order), on a case of
+// one addend an output a finding.
 TEST_F(CorpusTest, TheOrderOfArrivalSkipsOnlyTheCasesItDecides) {
   const Registry atomic = arrival_registry(true);
+  const BackendPair gpu_vs_ref{"fake_gpu:exact", "ref:exact"};
   const Case two_rows = toy_case(2, 2, {3.0f, 1.0f, 2.0f, 1.0f});
-  DiffResult r = diff_case(atomic, with_three, kExactVsSloppy);  // one row: one addend an output
+  DiffResult r = diff_case(atomic, with_three, gpu_vs_ref);  // one row: one addend an output
   EXPECT_EQ(r.verdict, DiffVerdict::kFinding);
   EXPECT_EQ(r.kind, kBitMismatch);
-  r = diff_case(atomic, two_rows, kExactVsSloppy);
+  r = diff_case(atomic, two_rows, gpu_vs_ref);
   EXPECT_EQ(r.verdict, DiffVerdict::kSkip);
   EXPECT_EQ(r.kind, kArrivalOrder);
   EXPECT_NE(r.message.find("exact adds in the order its additions arrive"), std::string::npos) << r.message;
   EXPECT_NE(r.message.find("First mismatch at y[0, 0]"), std::string::npos) << r.message;
-  r = diff_case(atomic, two_rows, {"ref:sloppy", "ref:exact"});  // either side's contract
-  EXPECT_EQ(r.kind, kArrivalOrder);
-  EXPECT_EQ(diff_case(atomic, toy_case(2, 2, {2.0f, 1.0f, 2.0f, 1.0f}), kExactVsSloppy).verdict, DiffVerdict::kAgree);
+  EXPECT_EQ(diff_case(atomic, two_rows, {"ref:exact", "fake_gpu:exact"}).kind, kArrivalOrder);  // either side
+  EXPECT_EQ(diff_case(atomic, toy_case(2, 2, {2.0f, 1.0f, 2.0f, 1.0f}), gpu_vs_ref).verdict, DiffVerdict::kAgree);
+  // The references fix one order: their contracts' difference stays a finding.
+  EXPECT_EQ(diff_case(atomic, two_rows, kExactVsSloppy).kind, kBitMismatch);
   // Without arrival_order_free every case's order may matter.
-  EXPECT_EQ(diff_case(arrival_registry(false), with_three, kExactVsSloppy).kind, kArrivalOrder);
+  EXPECT_EQ(diff_case(arrival_registry(false), with_three, gpu_vs_ref).kind, kArrivalOrder);
   // The same two sides on the normal registry: a finding.
-  EXPECT_EQ(diff_case(registry, two_rows, kExactVsSloppy).kind, kBitMismatch);
+  EXPECT_EQ(diff_case(registry, two_rows, gpu_vs_ref).kind, kBitMismatch);
 }
 
 // The toy registry with the sloppy contract judged by an error bound of `bound` around the oracle,

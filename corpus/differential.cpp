@@ -228,13 +228,15 @@ std::string format_number(double x) {
 }
 
 // The contract of either side, two different sides, whose order of arrival decides the case's bits
-// (arrival_order_matters), or nullptr. One backend twice is not judged by it: there every
-// difference is nondeterminism.
+// (arrival_order_matters) on a side other than the reference (which fixes one order), or nullptr.
+// One backend twice is not judged by it: there every difference is nondeterminism.
 const ContractInfo* arrival_decides(const Registry& registry, const Case& c, const BackendPair& pair) {
   const OpInfo* op = registry.op(c.op);
   if (!op || pair.twice()) return nullptr;
   for (const std::string& backend : {pair.a, pair.b}) {
-    const ContractInfo* contract = op->contract(split_backend_name(backend).second);
+    const auto [kind, name] = split_backend_name(backend);
+    if (kind == kReferenceKind) continue;
+    const ContractInfo* contract = op->contract(name);
     if (contract && arrival_order_matters(*contract, c)) return contract;
   }
   return nullptr;

@@ -47,10 +47,11 @@ bool is_differential_kind(std::string_view kind);
 // The reject class with which a reference says "this input is outside what I model": never a
 // finding, always a counted skip.
 inline constexpr std::string_view kUnmodelled = "unmodelled";
-// Two sides of a pair, one of them an order-of-arrival contract (ContractInfo::order_of_arrival),
-// differ in bits on a case where that order decides them (arrival_order_matters: an output of more
-// than one addend): never a finding, always a counted skip. The same pair's cases of one addend an
-// output are compared bit for bit (a self pair, nondeterminism, on every case).
+// Two different sides of a pair, one of them an order-of-arrival contract (ContractInfo::
+// order_of_arrival) on a kind other than the reference (which fixes one order), differ in bits on a
+// case where that order decides them (arrival_order_matters: an output of more than one addend):
+// not a finding, a counted skip. The same pair's cases of one addend an output are compared bit for
+// bit; the contract's self pair still reports the order's differences as nondeterminism.
 inline constexpr std::string_view kArrivalOrder = "arrival_order";
 
 struct BackendPair {

@@ -160,6 +160,26 @@ std::string with_cut_note(const std::string& report, const props::ShrinkBound& s
   return shrink.cut() ? report + "\n" + shrink.cut_note() : report;
 }
 
+// For an order-of-arrival target: kOneAddendCases generated cases (fixed seeds, every size) that
+// its contract accepts with one addend an output (ContractInfo::arrival_order_free), so that its
+// kernels are held to bits on such cases however few a property run happens to draw.
+constexpr int kOneAddendCases = 12;
+
+std::vector<Case> one_addend_cases(const Target& t) {
+  std::vector<Case> cases;
+  const OpInfo& op = t.info();
+  for (int j = 0; static_cast<int>(cases.size()) < kOneAddendCases && j < 4000; ++j) {
+    try {
+      Case c = op.generate(t.direction)(rc::Random(uint64_t{0x1add} + static_cast<uint64_t>(j)), (j * 7) % 31).value();
+      op.validate(c, t.contract_info());
+      if (!arrival_order_matters(t.contract_info(), c)) cases.push_back(std::move(c));
+    } catch (const std::exception&) {
+      // a draw the generator gives up on, or a case the contract rejects
+    }
+  }
+  return cases;
+}
+
 // The command that reruns one GoogleTest test of this program (a reference input is rebuilt from
 // the op's spec, too large for a case file).
 std::string rerun_command() {
@@ -229,9 +249,22 @@ TEST_P(BackendVsRef, BitIdenticalToReferenceOnGeneratedCases) {
   EXPECT_TRUE(ok) << with_cut_note(counterexample.report(), shrink);
   RecordProperty("arrival_order_differences", static_cast<int>(arrival_differences));
   RecordProperty("one_addend_cases", static_cast<int>(one_addend));
-  // Only those cases can fail on their values: without one the contract's kernels were held to nothing.
-  if (t.order_of_arrival())
-    EXPECT_GT(one_addend, 0) << "no computed case of one addend an output (ContractInfo::arrival_order_free)";
+  // Only those cases can fail on their values: the fixed ones too, however few the run drew.
+  if (t.order_of_arrival()) {
+    const std::vector<Case> fixed = one_addend_cases(t);
+    EXPECT_FALSE(fixed.empty()) << "no generated case of one addend an output (ContractInfo::arrival_order_free)";
+    for (const Case& c : fixed) {
+      const Outcome ref = run_outcome(registry(), t.ref(), c);
+      const Outcome got = run_outcome(registry(), t.backend(), c);
+      EXPECT_TRUE(rejection_difference(t, got, ref).empty()) << rejection_difference(t, got, ref);
+      if (ref.rejected() || got.rejected()) continue;
+      const Comparison cmp = compare_outputs(*got.outputs, *ref.outputs);
+      EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
+          << "[ MISMATCH ] one addend an output: " << format_comparison(cmp, t.title(), t.backend(), t.ref()) << "\n"
+          << corpus::write_reproducer(c, std::string(verdict_name(cmp.verdict)), corpus::BackendPair{t.backend(), t.ref()},
+                                      "one addend an output");
+    }
+  }
   RecordProperty("within_bound", static_cast<int>(within_bound));
   // A run that only compared zeros, or only rejections, proves nothing.
   EXPECT_GT(nonzero, 0) << compared << " cases compared, none with a non-zero output";
@@ -281,6 +314,21 @@ TEST_P(BackendVsRef, Deterministic) {
   EXPECT_GT(computed, 0) << "every generated case was rejected";
   EXPECT_TRUE(one_addend_difference.empty()) << "two runs of a case of one addend an output differ:\n"
                                              << one_addend_difference;
+  // The run above stops at its first difference, for an order-of-arrival contract mostly one the
+  // order makes: the fixed one-addend cases are run twice whatever it found.
+  if (t.order_of_arrival())
+    for (const Case& c : one_addend_cases(t)) {
+      const Outcome first = run_outcome(registry(), t.backend(), c);
+      const Outcome second = run_outcome(registry(), t.backend(), c);
+      if (first.rejected() || second.rejected()) {
+        EXPECT_EQ(first.rejected(), second.rejected()) << t.title() << ": one run of a case rejects, the other not";
+        continue;
+      }
+      const Comparison cmp = compare_outputs(*first.outputs, *second.outputs, {.strict_nan = true});
+      EXPECT_EQ(cmp.verdict, Verdict::kIdentical)
+          << "[ MISMATCH ] two runs of a case of one addend an output differ: "
+          << format_comparison(cmp, t.title(), "first run", "second run");
+    }
   if (t.order_of_arrival() && !ok) {
     // The contract's atomics: two runs differing is what the determinism property exists to show.
     std::printf("[ ARRIVAL  ] %s %s: two runs differ (order of arrival), shrunk:\n%s\n", t.title().c_str(),
@@ -311,8 +359,7 @@ TEST_P(BackendVsRef, SameBitsFromConcurrentThreads) {
   const Target& t = GetParam();
   if (registry().backend(t.kind)->concurrent_calls != kAnyNumberOfCalls)
     GTEST_SKIP() << t.kind << " runs its calls one at a time";
-  if (t.order_of_arrival())
-    GTEST_SKIP() << t.contract << " depends on the order of arrival: two runs alone already differ (Deterministic)";
+  // An order-of-arrival contract: its cases of one addend an output, whose bits no order changes.
   std::vector<Case> cases;
   std::vector<Outcome> alone;
   for (int j = 0; static_cast<int>(cases.size()) < kConcurrentCases && j < 50 * kConcurrentCases; ++j) {
@@ -322,6 +369,7 @@ TEST_P(BackendVsRef, SameBitsFromConcurrentThreads) {
     } catch (const std::exception&) {
       continue;  // a draw the generator gives up on
     }
+    if (arrival_order_matters(t.contract_info(), *c)) continue;
     Outcome o = run_outcome(registry(), t.backend(), *c);
     if (o.rejected()) continue;
     cases.push_back(std::move(*c));
@@ -417,15 +465,17 @@ TEST_P(BackendVsRef, ZeroRowsGiveTheReferencesEmptyOutputs) {
 TEST_P(BackendVsRef, SameBitsAtEveryIlp) {
   const Target& t = GetParam();
   if (t.kind != "cuda" || !gpu::kernel_record(t.op, t.contract)) GTEST_SKIP() << t.backend() << " has no ILP knob";
-  if (t.order_of_arrival())
-    GTEST_SKIP() << t.contract << " depends on the order of arrival: two runs at one ILP already differ (Deterministic)";
+  // An order-of-arrival contract: its cases of one addend an output, whose bits no order changes.
   Counterexample counterexample;
   props::ShrinkBound shrink;
+  int64_t compared = 0;
   const bool ok = rc::check(t.title() + " " + t.backend() + " at ILP 1, 2 and 4 against its default", [&] {
     shrink.run_bounded([&] {
       const Case c = *t.info().generate(t.direction);
+      if (arrival_order_matters(t.contract_info(), c)) return;
       const Outcome base = run_outcome(registry(), t.backend(), c);
       if (base.rejected()) return;
+      ++compared;
       for (int ilp : gpu::kIlpChoices) {
         const TensorMap other = gpu::kernel_impl_at_ilp(registry(), t.op, t.contract, ilp)(c, t.contract_info());
         const Comparison cmp = compare_outputs(other, *base.outputs, {.strict_nan = true});
@@ -437,6 +487,7 @@ TEST_P(BackendVsRef, SameBitsAtEveryIlp) {
     });
   });
   EXPECT_TRUE(ok) << with_cut_note(counterexample.report(), shrink);
+  EXPECT_GT(compared, 0) << "no generated case computed";
 }
 #endif
 
@@ -494,7 +545,7 @@ TEST_P(BackendVsRefLarge, BitIdenticalAndDeterministic) {
   const Outcome again = run_outcome(registry(), t.backend(), c);
   ASSERT_FALSE(again.rejected());
   const Comparison twice = compare_outputs(*got.outputs, *again.outputs, {.strict_nan = true});
-  if (t.order_of_arrival()) {
+  if (arrival_order_matters(t.contract_info(), c)) {
     ASSERT_NE(cmp.verdict, Verdict::kShapeMismatch) << format_comparison(cmp, t.title(), t.backend(), t.ref());
     std::printf("[ ARRIVAL  ] %s %s on %s: %s the reference's order; two runs %s\n", t.title().c_str(),
                 t.backend().c_str(), GetParam().input.c_str(),
