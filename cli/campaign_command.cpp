@@ -263,8 +263,8 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
   app->add_option("--pair", f->pairs,
                   "A,B backend pair; repeat for several (default: see above). K:*,L:* pairs K:C with L:C for every "
                   "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck). An "
-                  "order-of-arrival contract (atomics) is compared across kinds only on its cases of one addend an "
-                  "output, which every order gives alike; its other cases' differences are counted as arrival_order "
+                  "order-of-arrival contract (atomics) is compared across kinds only where an output element has one "
+                  "addend, whose bits every order gives alike; its other differences are counted as arrival_order "
                   "skips (a contract that cannot name those cases is left out where K and L differ, as the default "
                   "pairs do: name such a pair to run it)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');

@@ -86,6 +86,11 @@ struct ContractInfo {
   // campaign's pair of its kernel with another side finds a difference there (corpus::classify
   // counts the others' as arrival_order skips). Unset: no case is.
   std::function<bool(const Case&)> arrival_order_free = {};
+  // For an order_of_arrival contract, on a case that arrival_order_free does not clear: per output,
+  // which elements (row-major) have at most one addend, whose bits every order gives alike. A pair
+  // of its kernel with another side that differs at such an element is a finding (corpus::classify);
+  // only differences elsewhere are arrival_order skips. Unset, or an output left out: no element.
+  std::function<std::map<std::string, std::vector<bool>>(const Case&)> arrival_order_fixed = {};
 };
 
 // Whether case c's bits may depend on the order in which `contract`'s atomic additions arrive:

@@ -86,14 +86,23 @@ Registry toy_refs_registry(const OpInfo& op) {
 }
 
 // A toy registry whose exact contract adds in the order of arrival (ContractInfo::order_of_arrival),
-// every case of at most one row being one addend an output (arrival_order_free) when `one_row_free`.
-Registry arrival_registry(bool one_row_free) {
+// every case of at most one row being one addend an output (arrival_order_free) when `one_row_free`,
+// and row 0's elements of y and y_sum being one addend each (arrival_order_fixed) when `row0_fixed`.
+Registry arrival_registry(bool one_row_free, bool row0_fixed = false) {
   OpInfo op = testing::toy_op();
   for (ContractInfo& contract : op.contracts)
     if (contract.name == "exact") {
       contract.order_of_arrival = true;
       if (one_row_free)
         contract.arrival_order_free = [](const Case& c) { return c.input("x") && c.input("x")->dim(0) <= 1; };
+      if (row0_fixed)
+        contract.arrival_order_fixed = [](const Case& c) {
+          const Tensor& x = *c.input("x");
+          std::vector<bool> y(static_cast<size_t>(x.numel()), false), y_sum(static_cast<size_t>(x.dim(0)), false);
+          for (int64_t j = 0; j < x.dim(1); ++j) y[static_cast<size_t>(j)] = true;
+          if (!y_sum.empty()) y_sum[0] = true;
+          return std::map<std::string, std::vector<bool>>{{"y", y}, {"y_sum", y_sum}};
+        };
     }
   return toy_refs_registry(op);
 }
@@ -121,6 +130,21 @@ TEST_F(CorpusTest, TheOrderOfArrivalSkipsOnlyTheCasesItDecides) {
   EXPECT_EQ(diff_case(arrival_registry(false), with_three, gpu_vs_ref).kind, kArrivalOrder);
   // The same two sides on the normal registry: a finding.
   EXPECT_EQ(diff_case(registry, two_rows, gpu_vs_ref).kind, kBitMismatch);
+}
+
+// In a case whose order of arrival decides some outputs, a difference at an element of one addend
+// (ContractInfo::arrival_order_fixed) is still a finding, and names that output.
+TEST_F(CorpusTest, AnElementOfOneAddendDiffersAsAFindingWhereTheRestIsArrivalOrder) {
+  const Registry atomic = arrival_registry(true, true);
+  const BackendPair gpu_vs_ref{"fake_gpu:exact", "ref:exact"};
+  DiffResult r = diff_case(atomic, toy_case(2, 2, {3.0f, 1.0f, 2.0f, 1.0f}), gpu_vs_ref);  // the 3.0 in row 0
+  EXPECT_EQ(r.verdict, DiffVerdict::kFinding);
+  EXPECT_EQ(r.kind, kBitMismatch);
+  EXPECT_EQ(r.output, "y");
+  EXPECT_NE(r.message.find("y differs at an element of one addend"), std::string::npos) << r.message;
+  r = diff_case(atomic, toy_case(2, 2, {2.0f, 1.0f, 3.0f, 1.0f}), gpu_vs_ref);  // the 3.0 in row 1
+  EXPECT_EQ(r.verdict, DiffVerdict::kSkip);
+  EXPECT_EQ(r.kind, kArrivalOrder);
 }
 
 // The toy registry with the sloppy contract judged by an error bound of `bound` around the oracle,

@@ -242,6 +242,26 @@ const ContractInfo* arrival_decides(const Registry& registry, const Case& c, con
   return nullptr;
 }
 
+// The first output of `contract`'s arrival_order_fixed where the two sides' bits differ at an
+// element of one addend (NaN against NaN agrees, as compare_outputs has it), or nothing.
+std::optional<std::string> one_addend_difference(const ContractInfo& contract, const Case& c, const Outcome& a,
+                                                 const Outcome& b) {
+  if (!contract.arrival_order_fixed || !a.outputs || !b.outputs) return std::nullopt;
+  for (const auto& [name, one] : contract.arrival_order_fixed(c)) {
+    const auto x = a.outputs->find(name), y = b.outputs->find(name);
+    if (x == a.outputs->end() || y == b.outputs->end()) continue;
+    const Tensor& ta = x->second;
+    const Tensor& tb = y->second;
+    if (ta.dtype() != tb.dtype() || ta.numel() != tb.numel() || static_cast<size_t>(ta.numel()) != one.size()) continue;
+    for (int64_t i = 0; i < ta.numel(); ++i) {
+      if (!one[static_cast<size_t>(i)] || ta.bits(i) == tb.bits(i)) continue;
+      if (is_nan_bits(ta.dtype(), ta.bits(i)) && is_nan_bits(tb.dtype(), tb.bits(i))) continue;
+      return name;
+    }
+  }
+  return std::nullopt;
+}
+
 // A bit mismatch judged by `contract`'s error bound: every output that differs in bits and that the
 // bound covers, both sides; an output the bound does not cover stays a bit mismatch.
 void judge_by_bound(const ContractInfo& contract, const Case& c, const BackendPair& pair, const Outcome& a,
@@ -297,11 +317,17 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
       r.bounded = true;
       judge_by_bound(*contract, c, pair, a, b, r);
     } else if (const ContractInfo* atomic = arrival_decides(registry, c, pair)) {
-      r.verdict = DiffVerdict::kSkip;
-      r.kind = kArrivalOrder;
-      r.output.clear();
-      r.message = case_title(c) + " " + pair.name() + ": " + atomic->name +
-                  " adds in the order its additions arrive, which decides these bits\n" + r.message;
+      if (const std::optional<std::string> output = one_addend_difference(*atomic, c, a, b)) {
+        r.output = *output;  // a finding: no order gives those bits
+        r.message = case_title(c) + " " + pair.name() + ": " + *output + " differs at an element of one addend, " +
+                    "whose bits every order of arrival gives alike\n" + r.message;
+      } else {
+        r.verdict = DiffVerdict::kSkip;
+        r.kind = kArrivalOrder;
+        r.output.clear();
+        r.message = case_title(c) + " " + pair.name() + ": " + atomic->name +
+                    " adds in the order its additions arrive, which decides these bits\n" + r.message;
+      }
     }
   }
   // One backend twice: a backend error, a device fault or a hazard is still that, any other difference is nondeterminism (the

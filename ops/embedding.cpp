@@ -310,6 +310,29 @@ bool arrival_order_free(const Case& c) {
   return true;
 }
 
+// d_weight's rows named at most once (counted as arrival_order_free counts them): one addend an element.
+std::map<std::string, std::vector<bool>> arrival_order_fixed(const Case& c) {
+  std::map<std::string, std::vector<bool>> fixed;
+  const Tensor* ids = c.input("ids");
+  const Tensor* g = c.input("g");
+  if (c.direction != Direction::kBackward || !ids || !g || g->rank() != 2) return fixed;
+  EmbeddingAttrs a;
+  try {
+    a = embedding_attrs(c);
+  } catch (const RejectError&) {
+    return fixed;
+  }
+  std::map<int64_t, int64_t> named;
+  for (int64_t p = 0; p < ids->numel(); ++p)
+    ++named[std::max<int64_t>(0, embedding_local_row(static_cast<int64_t>(ids->bits(p)), a))];
+  const auto H = static_cast<size_t>(g->dim(1));
+  std::vector<bool> one(static_cast<size_t>(std::max<int64_t>(0, a.V)) * H, true);
+  for (const auto& [row, n] : named)
+    if (n > 1 && row < a.V) std::fill_n(one.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(row) * H), H, false);
+  fixed["d_weight"] = std::move(one);
+  return fixed;
+}
+
 std::vector<std::string> required_tags(Direction d) {
   std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=17", "rows=32", "rows=large", "P>3072",
                                    "H=1", "H=2..31", "H=32", "H=33", "H=4096", "H=other",
@@ -585,7 +608,10 @@ OpInfo embedding() {
        "of arrival; the reference adds in ascending position",
        kAtomicFrom, ClampGate::kNone, true}};
   for (ContractInfo& contract : op.contracts)
-    if (contract.order_of_arrival) contract.arrival_order_free = arrival_order_free;
+    if (contract.order_of_arrival) {
+      contract.arrival_order_free = arrival_order_free;
+      contract.arrival_order_fixed = arrival_order_fixed;
+    }
   op.validate = validate;
   op.generate = generate;
   op.required_tags = required_tags;

@@ -779,8 +779,9 @@ void add_routing_generators(OpInfo& op) {
   op.shrink_shape = shrink_shape;
   // The atomic sums add a token's slot rows: with at most one slot a token every sum has one addend.
   // The directions that sum no slots (the copies, unpermute's d_probs) are the same in any order.
+  // Elsewhere the row of a token of at most one slot is one addend an element.
   for (ContractInfo& contract : op.contracts)
-    if (contract.order_of_arrival)
+    if (contract.order_of_arrival) {
       contract.arrival_order_free = [name](const Case& c) {
         if (slot_sum_input(name, c.direction).empty()) return true;
         const std::optional<Routing> r = try_read(c);
@@ -789,6 +790,20 @@ void add_routing_generators(OpInfo& op) {
           if (r->slot_count(t) > 1) return false;
         return true;
       };
+      contract.arrival_order_fixed = [name](const Case& c) {
+        std::map<std::string, std::vector<bool>> fixed;
+        const std::string slot = slot_sum_input(name, c.direction);
+        const Tensor* rows = slot.empty() ? nullptr : c.input(slot);
+        const std::optional<Routing> r = try_read(c);
+        if (!rows || rows->rank() != 2 || !r) return fixed;
+        const auto H = static_cast<size_t>(rows->dim(1));
+        std::vector<bool> one(static_cast<size_t>(r->tokens) * H, false);
+        for (int64_t t = 0; t < r->tokens; ++t)
+          if (r->slot_count(t) <= 1) std::fill_n(one.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t) * H), H, true);
+        fixed[name == "permute" ? "d_tokens" : "out"] = std::move(one);
+        return fixed;
+      };
+    }
 }
 
 Tensor small_routing_map(int64_t tokens, int64_t experts, int64_t k, const std::vector<int64_t>& counts) {

@@ -135,7 +135,8 @@ std::string slot_sum_input(const std::string& op, Direction direction);
 
 // Sets what permute and unpermute share on a record whose name and contracts are set: the
 // generator and its required tags, the classes, the cut to rows (take_rows), the shape shrinker, and
-// the order-of-arrival contracts' arrival_order_free (no slot sum, or at most one slot a token).
+// the order-of-arrival contracts' arrival_order_free (no slot sum, or at most one slot a token) and
+// arrival_order_fixed (the rows of tokens of at most one slot).
 void add_routing_generators(OpInfo& op);
 
 // A [T, E] routing map in which every token routes to k experts drawn uniformly without

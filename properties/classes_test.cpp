@@ -135,6 +135,7 @@ TEST(OrderOfArrival, OneAddendCasesAreGeneratedAndNotEveryCaseIsOne) {
       ASSERT_TRUE(contract.arrival_order_free) << op.name << " " << contract.name
                                                << ": an order-of-arrival contract without arrival_order_free";
       int order_matters = 0;
+      int64_t fixed_elements = 0, summed_elements = 0;
       for (const auto& [direction, specs] : op.inputs) {
         const std::string where = op.name + " " + std::string(direction_name(direction)) + " " + contract.name;
         const rc::Gen<Case> generator = op.generate(direction);
@@ -142,14 +143,26 @@ TEST(OrderOfArrival, OneAddendCasesAreGeneratedAndNotEveryCaseIsOne) {
         int accepted = 0, one_addend = 0;
         for (int i = 0; i < kQuickCoverageCases; ++i) {
           const Case c = generator(random.split(), i % (kMaxSize + 1)).value();
+          OutputMetas metas;
           try {
-            op.validate(c, contract);
+            metas = op.validate(c, contract);
           } catch (const RejectError&) {
             continue;
           }
           ++accepted;
-          if (arrival_order_matters(contract, c)) ++order_matters;
-          else ++one_addend;
+          if (!arrival_order_matters(contract, c)) {
+            ++one_addend;
+            continue;
+          }
+          ++order_matters;
+          // The elements of one addend in a case whose order matters: masks of the outputs' sizes.
+          if (!contract.arrival_order_fixed) continue;
+          for (const auto& [name, one] : contract.arrival_order_fixed(c)) {
+            ASSERT_EQ(metas.count(name), 1u) << where << ": arrival_order_fixed names " << name << ", no output of the case";
+            EXPECT_EQ(static_cast<int64_t>(one.size()), shape_numel(metas.at(name).shape)) << where << " " << name;
+            fixed_elements += std::count(one.begin(), one.end(), true);
+            summed_elements += std::count(one.begin(), one.end(), false);
+          }
         }
         std::cout << where << ": " << one_addend << " of " << accepted << " accepted cases of one addend an output\n";
         EXPECT_GE(one_addend * kOneAddendShare, accepted) << where;
@@ -157,6 +170,11 @@ TEST(OrderOfArrival, OneAddendCasesAreGeneratedAndNotEveryCaseIsOne) {
       }
       EXPECT_GT(order_matters, 0) << op.name << " " << contract.name
                                   << ": arrival_order_free cleared every accepted case of every direction";
+      // Where it names elements of one addend, both kinds occur in the cases whose order matters.
+      if (contract.arrival_order_fixed) {
+        EXPECT_GT(fixed_elements, 0) << op.name << " " << contract.name << ": no element of one addend named";
+        EXPECT_GT(summed_elements, 0) << op.name << " " << contract.name << ": every element named one addend";
+      }
     }
   if (contracts == 0) GTEST_SKIP() << "no op of this registry has an order-of-arrival contract";
 }
