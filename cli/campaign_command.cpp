@@ -263,10 +263,11 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
   app->add_option("--pair", f->pairs,
                   "A,B backend pair; repeat for several (default: see above). K:*,L:* pairs K:C with L:C for every "
                   "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck). An "
-                  "order-of-arrival contract (atomics) is compared across kinds only where an output element has one "
-                  "addend, whose bits every order gives alike; its other differences are counted as arrival_order "
-                  "skips (a contract that cannot name those cases is left out where K and L differ, as the default "
-                  "pairs do: name such a pair to run it)");
+                  "order-of-arrival contract (atomics) differs across kinds as a finding only where an output element "
+                  "has at most one addend, whose bits every order gives alike; a case whose differences all lie "
+                  "elsewhere is an arrival_order skip (a contract that does not name its cases of one addend an output, "
+                  "arrival_order_free, is left out where K and L differ, as the default pairs do: name such a pair to "
+                  "run it)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');
   app->add_option("--corpus", f->corpus_dir,
                   "corpus folder: findings go to DIR/<op>/<hash>.json; signatures "

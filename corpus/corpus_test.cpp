@@ -87,8 +87,9 @@ Registry toy_refs_registry(const OpInfo& op) {
 
 // A toy registry whose exact contract adds in the order of arrival (ContractInfo::order_of_arrival),
 // every case of at most one row being one addend an output (arrival_order_free) when `one_row_free`,
-// and row 0's elements of y and y_sum being one addend each (arrival_order_fixed) when `row0_fixed`.
-Registry arrival_registry(bool one_row_free, bool row0_fixed = false) {
+// and row 0's elements of y and y_sum being one addend each (arrival_order_fixed) when `row0_fixed`
+// (y_sum[0] alone with `sum_only`).
+Registry arrival_registry(bool one_row_free, bool row0_fixed = false, bool sum_only = false) {
   OpInfo op = testing::toy_op();
   for (ContractInfo& contract : op.contracts)
     if (contract.name == "exact") {
@@ -96,10 +97,10 @@ Registry arrival_registry(bool one_row_free, bool row0_fixed = false) {
       if (one_row_free)
         contract.arrival_order_free = [](const Case& c) { return c.input("x") && c.input("x")->dim(0) <= 1; };
       if (row0_fixed)
-        contract.arrival_order_fixed = [](const Case& c) {
+        contract.arrival_order_fixed = [sum_only](const Case& c) {
           const Tensor& x = *c.input("x");
           std::vector<bool> y(static_cast<size_t>(x.numel()), false), y_sum(static_cast<size_t>(x.dim(0)), false);
-          for (int64_t j = 0; j < x.dim(1); ++j) y[static_cast<size_t>(j)] = true;
+          for (int64_t j = 0; j < x.dim(1) && !sum_only; ++j) y[static_cast<size_t>(j)] = true;
           if (!y_sum.empty()) y_sum[0] = true;
           return std::map<std::string, std::vector<bool>>{{"y", y}, {"y_sum", y_sum}};
         };
@@ -141,10 +142,21 @@ TEST_F(CorpusTest, AnElementOfOneAddendDiffersAsAFindingWhereTheRestIsArrivalOrd
   EXPECT_EQ(r.verdict, DiffVerdict::kFinding);
   EXPECT_EQ(r.kind, kBitMismatch);
   EXPECT_EQ(r.output, "y");
-  EXPECT_NE(r.message.find("y differs at an element of one addend"), std::string::npos) << r.message;
+  EXPECT_NE(r.message.find("y[0, 0] differs (0x4041 against 0x4040), an element of one addend"), std::string::npos)
+      << r.message;
+  ASSERT_TRUE(r.one_addend.has_value());
+  EXPECT_EQ(r.one_addend->index, 0);
   r = diff_case(atomic, toy_case(2, 2, {2.0f, 1.0f, 3.0f, 1.0f}), gpu_vs_ref);  // the 3.0 in row 1
   EXPECT_EQ(r.verdict, DiffVerdict::kSkip);
   EXPECT_EQ(r.kind, kArrivalOrder);
+  // Only y_sum[0] of one addend: the finding names y_sum and its element, though y differs first.
+  r = diff_case(arrival_registry(true, true, true), toy_case(2, 2, {3.0f, 0.0f, 2.0f, 1.0f}), gpu_vs_ref);
+  EXPECT_EQ(r.verdict, DiffVerdict::kFinding);
+  EXPECT_EQ(r.output, "y_sum");
+  ASSERT_TRUE(r.one_addend.has_value());
+  EXPECT_EQ(r.one_addend->index, 0);
+  EXPECT_EQ(r.comparison->first_difference()->name, "y");
+  EXPECT_NE(r.message.find("y_sum[0] differs"), std::string::npos) << r.message;
 }
 
 // The toy registry with the sloppy contract judged by an error bound of `bound` around the oracle,

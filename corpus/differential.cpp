@@ -242,21 +242,35 @@ const ContractInfo* arrival_decides(const Registry& registry, const Case& c, con
   return nullptr;
 }
 
-// The first output of `contract`'s arrival_order_fixed where the two sides' bits differ at an
-// element of one addend (NaN against NaN agrees, as compare_outputs has it), or nothing.
-std::optional<std::string> one_addend_difference(const ContractInfo& contract, const Case& c, const Outcome& a,
-                                                 const Outcome& b) {
+// The first element of `contract`'s arrival_order_fixed where the two sides' bits differ (NaN
+// against NaN agrees unless strict_nan, as compare_outputs has it), with its output, or nothing. A
+// mask of another size than its output is an error of the op's spec (std::logic_error).
+std::optional<std::pair<std::string, ElementMismatch>> one_addend_difference(const ContractInfo& contract,
+                                                                             const Case& c, const Outcome& a,
+                                                                             const Outcome& b,
+                                                                             const CompareOptions& options) {
   if (!contract.arrival_order_fixed || !a.outputs || !b.outputs) return std::nullopt;
   for (const auto& [name, one] : contract.arrival_order_fixed(c)) {
     const auto x = a.outputs->find(name), y = b.outputs->find(name);
     if (x == a.outputs->end() || y == b.outputs->end()) continue;
     const Tensor& ta = x->second;
     const Tensor& tb = y->second;
-    if (ta.dtype() != tb.dtype() || ta.numel() != tb.numel() || static_cast<size_t>(ta.numel()) != one.size()) continue;
+    if (ta.dtype() != tb.dtype() || ta.shape() != tb.shape()) continue;  // compare_outputs' shape mismatch
+    if (static_cast<size_t>(ta.numel()) != one.size())
+      throw std::logic_error(contract.name + ": arrival_order_fixed gives " + name + " a mask of " +
+                             std::to_string(one.size()) + " elements, the output has " + std::to_string(ta.numel()));
     for (int64_t i = 0; i < ta.numel(); ++i) {
-      if (!one[static_cast<size_t>(i)] || ta.bits(i) == tb.bits(i)) continue;
-      if (is_nan_bits(ta.dtype(), ta.bits(i)) && is_nan_bits(tb.dtype(), tb.bits(i))) continue;
-      return name;
+      const uint64_t u = ta.bits(i), v = tb.bits(i);
+      if (!one[static_cast<size_t>(i)] || u == v) continue;
+      const bool nan_u = is_nan_bits(ta.dtype(), u), nan_v = is_nan_bits(tb.dtype(), v);
+      if (nan_u && nan_v && !options.strict_nan) continue;
+      Shape position(ta.shape().size());
+      for (int64_t rest = i, d = static_cast<int64_t>(position.size()) - 1; d >= 0; --d) {
+        position[static_cast<size_t>(d)] = rest % ta.shape()[static_cast<size_t>(d)];
+        rest /= ta.shape()[static_cast<size_t>(d)];
+      }
+      const std::optional<uint64_t> ulps = is_floating(ta.dtype()) ? ulp_distance(ta.dtype(), u, v) : std::nullopt;
+      return std::pair{name, ElementMismatch{i, position, u, v, ulps}};
     }
   }
   return std::nullopt;
@@ -317,10 +331,13 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
       r.bounded = true;
       judge_by_bound(*contract, c, pair, a, b, r);
     } else if (const ContractInfo* atomic = arrival_decides(registry, c, pair)) {
-      if (const std::optional<std::string> output = one_addend_difference(*atomic, c, a, b)) {
-        r.output = *output;  // a finding: no order gives those bits
-        r.message = case_title(c) + " " + pair.name() + ": " + *output + " differs at an element of one addend, " +
-                    "whose bits every order of arrival gives alike\n" + r.message;
+      if (const auto one = one_addend_difference(*atomic, c, a, b, options)) {
+        r.output = one->first;  // a finding: no order gives those bits
+        r.one_addend = one->second;
+        r.message = case_title(c) + " " + pair.name() + ": " + one->first + position_string(one->second.position) +
+                    " differs (" + hex_bits(a.outputs->at(one->first).dtype(), one->second.a_bits) + " against " +
+                    hex_bits(a.outputs->at(one->first).dtype(), one->second.b_bits) +
+                    "), an element of one addend, whose bits every order of arrival gives alike\n" + r.message;
       } else {
         r.verdict = DiffVerdict::kSkip;
         r.kind = kArrivalOrder;
@@ -405,6 +422,17 @@ std::optional<SignatureFields> parse_signature(const std::string& signature) {
 
 json first_mismatch_json(const DiffResult& result) {
   if (!result.comparison) return nullptr;
+  if (result.one_addend) {  // the element of one addend that makes the finding, not the first that differs
+    const auto it = std::find_if(result.comparison->outputs.begin(), result.comparison->outputs.end(),
+                                 [&](const OutputComparison& o) { return o.name == result.output; });
+    const DType dtype = it == result.comparison->outputs.end() ? DType::kFP32 : it->dtype;
+    const ElementMismatch& m = *result.one_addend;
+    return {{"index", m.index},
+            {"position", m.position},
+            {"a_bits", hex_bits(dtype, m.a_bits)},
+            {"b_bits", hex_bits(dtype, m.b_bits)},
+            {"ulps", m.ulps ? json(*m.ulps) : json(nullptr)}};
+  }
   if (result.excess) {  // the element beyond the bound, not the first that differs in bits
     const BoundExcess& e = *result.excess;
     const auto it = std::find_if(result.comparison->outputs.begin(), result.comparison->outputs.end(),
@@ -435,7 +463,13 @@ json first_mismatch_json(const DiffResult& result) {
 json arbitration_json(const OpInfo& op, const Case& c, const BackendPair& pair, const DiffResult& result) {
   if (!op.oracle || !result.comparison) return nullptr;
   const OutputComparison* d = result.comparison->first_difference();
+  if (result.one_addend) {  // the element of one addend that makes the finding
+    const auto it = std::find_if(result.comparison->outputs.begin(), result.comparison->outputs.end(),
+                                 [&](const OutputComparison& o) { return o.name == result.output; });
+    d = it == result.comparison->outputs.end() ? nullptr : &*it;
+  }
   if (!d || !d->first || !is_floating(d->dtype)) return nullptr;
+  const ElementMismatch& first = result.one_addend ? *result.one_addend : *d->first;
   std::map<std::string, std::vector<double>> truths;
   try {
     truths = op.oracle(c);
@@ -443,9 +477,8 @@ json arbitration_json(const OpInfo& op, const Case& c, const BackendPair& pair, 
     return nullptr;  // an oracle that cannot handle the case arbitrates nothing
   }
   auto it = truths.find(d->name);
-  if (it == truths.end() || d->first->index >= static_cast<int64_t>(it->second.size())) return nullptr;
-  const Arbitration arb =
-      arbitrate(d->dtype, d->first->a_bits, d->first->b_bits, it->second[static_cast<size_t>(d->first->index)]);
+  if (it == truths.end() || first.index >= static_cast<int64_t>(it->second.size())) return nullptr;
+  const Arbitration arb = arbitrate(d->dtype, first.a_bits, first.b_bits, it->second[static_cast<size_t>(first.index)]);
   const std::string closer = arb.closer == "a" ? pair.a : arb.closer == "b" ? pair.b : "tie";
   return {{"truth", finite_or_text(arb.truth)},
           {"a_ulps", ulps_json(arb.a_ulps)},

@@ -107,6 +107,10 @@ struct DiffResult {
   // bit-exact agreements.
   bool bounded = false;
   std::optional<BoundExcess> excess;  // kUlpOverBudget: where
+  // A bit mismatch in a case whose order of arrival decides other elements: the first element of
+  // one addend (ContractInfo::arrival_order_fixed) that differs, in `output`, the one that makes it a
+  // finding; the corpus entry's finding.first and arbitration name it.
+  std::optional<ElementMismatch> one_addend;
 };
 
 // Both reject with one class: agreement. Either rejects as unmodelled: skip. One rejects, or they
