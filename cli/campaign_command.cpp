@@ -264,8 +264,9 @@ Command add_campaign(CLI::App& root, const Registry& registry) {
                   "A,B backend pair; repeat for several (default: see above). K:*,L:* pairs K:C with L:C for every "
                   "contract C both kinds implement (--pair racecheck:*,ref:* with --sanitizer racecheck). An "
                   "order-of-arrival contract (atomics) differs across kinds as a finding only where an output element "
-                  "has at most one addend, whose bits every order gives alike; a case whose differences all lie "
-                  "elsewhere is an arrival_order skip (a contract that does not name its cases of one addend an output, "
+                  "has at most one addend, whose bits every order gives alike, or where an element of several addends "
+                  "is outside the bound every order keeps (ulp_over_budget); a case whose differences all lie "
+                  "within it is an arrival_order skip (a contract that does not name its cases of one addend an output, "
                   "arrival_order_free, is left out where K and L differ, as the default pairs do: name such a pair to "
                   "run it)");
   app->add_option("--ops", f->ops, "comma-separated ops (default: every op)")->delimiter(',');

@@ -34,6 +34,10 @@ void print_op(std::ostream& out, const Registry& registry, const OpInfo& op) {
     out << "      " << c.name << ": " << c.doc
         << (c.derived_from.empty() ? "" : " [derived from " + c.derived_from + "]") << "\n";
     if (c.error_bound) out << "        judged within an error bound, not bit for bit: " << c.bound_doc << "\n";
+    if (c.arrival_order_bound)
+      out << "        where the order of arrival decides the bits, both sides are held within the bound every order "
+             "keeps: "
+          << c.bound_doc << "\n";
     if (c.order_depends_on_shape) out << "        its order depends on the shape: a row's bits may change with the row count\n";
   }
   std::string impls;

@@ -9,8 +9,6 @@
 #include <stdexcept>
 
 namespace bitparity {
-namespace {
-
 Shape unravel(int64_t index, const Shape& shape) {
   Shape position(shape.size(), 0);
   for (size_t d = shape.size(); d-- > 0;) {
@@ -20,6 +18,8 @@ Shape unravel(int64_t index, const Shape& shape) {
   }
   return position;
 }
+
+namespace {
 
 bool bits_equal(DType dtype, uint64_t a, uint64_t b, bool strict_nan) {
   if (a == b) return true;

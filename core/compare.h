@@ -65,6 +65,8 @@ struct Arbitration {
 };
 Arbitration arbitrate(DType dtype, uint64_t a_bits, uint64_t b_bits, double truth);
 
+// The index per dimension of the row-major element `index` of a tensor of `shape`.
+Shape unravel(int64_t index, const Shape& shape);
 // "[2, 5]": an element's index per dimension, as messages write it.
 std::string position_string(const Shape& position);
 

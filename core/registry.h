@@ -91,6 +91,13 @@ struct ContractInfo {
   // of its kernel with another side that differs at such an element is a finding (corpus::classify);
   // only differences elsewhere are arrival_order skips. Unset, or an output left out: no element.
   std::function<std::map<std::string, std::vector<bool>>(const Case&)> arrival_order_fixed = {};
+  // For an order_of_arrival contract, on a case that arrival_order_free does not clear: per output,
+  // each element's true value and the bound that every order of arrival keeps it within (core/
+  // sum_bound.h; `bound_doc` states the derivation). A pair of its kernel with another side that
+  // differs in bits is an arrival_order skip only where both sides are within it; an element
+  // outside it is a finding (ulp_over_budget), so a wrong sum of several addends is found too.
+  // Unset, or an output left out: that output's differences are skips.
+  std::function<std::map<std::string, ElementBounds>(const Case&)> arrival_order_bound = {};
 };
 
 // Whether case c's bits may depend on the order in which `contract`'s atomic additions arrive:

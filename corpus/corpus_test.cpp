@@ -88,12 +88,19 @@ Registry toy_refs_registry(const OpInfo& op) {
 // A toy registry whose exact contract adds in the order of arrival (ContractInfo::order_of_arrival),
 // every case of at most one row being one addend an output (arrival_order_free) when `one_row_free`,
 // and row 0's elements of y and y_sum being one addend each (arrival_order_fixed) when `row0_fixed`
-// (y_sum[0] alone with `sum_only`).
-Registry arrival_registry(bool one_row_free, bool row0_fixed = false, bool sum_only = false) {
+// (y_sum[0] alone with `sum_only`), and every order keeping y within `bound` of the oracle where
+// one is given (arrival_order_bound).
+Registry arrival_registry(bool one_row_free, bool row0_fixed = false, bool sum_only = false,
+                          std::optional<double> bound = {}) {
   OpInfo op = testing::toy_op();
   for (ContractInfo& contract : op.contracts)
     if (contract.name == "exact") {
       contract.order_of_arrival = true;
+      if (bound)
+        contract.arrival_order_bound = [bound = *bound, oracle = op.oracle](const Case& c) {
+          const std::vector<double> truth = oracle(c).at("y");
+          return std::map<std::string, ElementBounds>{{"y", {truth, std::vector<double>(truth.size(), bound)}}};
+        };
       if (one_row_free)
         contract.arrival_order_free = [](const Case& c) { return c.input("x") && c.input("x")->dim(0) <= 1; };
       if (row0_fixed)
@@ -157,6 +164,40 @@ TEST_F(CorpusTest, AnElementOfOneAddendDiffersAsAFindingWhereTheRestIsArrivalOrd
   EXPECT_EQ(r.one_addend->index, 0);
   EXPECT_EQ(r.comparison->first_difference()->name, "y");
   EXPECT_NE(r.message.find("y_sum[0] differs"), std::string::npos) << r.message;
+}
+
+// Where the order of arrival decides the bits, both sides are held within the bound every order keeps
+// (ContractInfo::arrival_order_bound): a value no order gives is a finding (ulp_over_budget), found
+// on the elements of several addends, which are skips otherwise.
+TEST_F(CorpusTest, AValueNoOrderOfArrivalGivesIsAFinding) {
+  const BackendPair gpu_vs_ref{"fake_gpu:exact", "ref:exact"};
+  const Case two_rows = toy_case(2, 2, {3.0f, 1.0f, 2.0f, 1.0f});  // 3.0 one bf16 ulp (2^-6) high on fake_gpu
+  DiffResult r = diff_case(arrival_registry(true, false, false, 0.1), two_rows, gpu_vs_ref);
+  EXPECT_EQ(r.verdict, DiffVerdict::kSkip) << r.message;
+  EXPECT_EQ(r.kind, kArrivalOrder);
+  EXPECT_NE(r.message.find("both sides within the bound every order keeps"), std::string::npos) << r.message;
+  r = diff_case(arrival_registry(true, false, false, 1e-3), two_rows, gpu_vs_ref);
+  ASSERT_EQ(r.verdict, DiffVerdict::kFinding) << r.message;
+  EXPECT_EQ(r.kind, kUlpOverBudget);
+  EXPECT_EQ(r.output, "y");
+  EXPECT_TRUE(r.bounded);
+  ASSERT_TRUE(r.excess);
+  EXPECT_EQ(r.excess->backend, "fake_gpu:exact");
+  EXPECT_EQ(r.excess->index, 0);
+  EXPECT_EQ(r.excess->truth, 3.0);
+  EXPECT_NE(r.message.find("outside the bound every order of arrival of contract exact keeps"), std::string::npos)
+      << r.message;
+  EXPECT_EQ(diff_case(arrival_registry(true, false, false, 1e-3), two_rows, {"ref:exact", "fake_gpu:exact"}).kind,
+            kUlpOverBudget);  // either side
+  // An element of one addend that differs is a bit mismatch before any bound is asked.
+  EXPECT_EQ(diff_case(arrival_registry(true, true, false, 1e-3), two_rows, gpu_vs_ref).kind, kBitMismatch);
+  // A case of one addend an output is held to its bits, the bound aside.
+  EXPECT_EQ(diff_case(arrival_registry(true, false, false, 0.1), with_three, gpu_vs_ref).kind, kBitMismatch);
+  // Two runs of one backend are judged by their bits alone: any difference is nondeterminism.
+  EXPECT_EQ(classify(arrival_registry(true, false, false, 0.1), two_rows, {"fake_gpu:exact", "fake_gpu:exact"},
+                     run_side(registry, "fake_gpu:exact", two_rows), run_side(registry, "ref:exact", two_rows))
+                .kind,
+            kNondeterminism);
 }
 
 // The toy registry with the sloppy contract judged by an error bound of `bound` around the oracle,

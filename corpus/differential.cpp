@@ -264,36 +264,27 @@ std::optional<std::pair<std::string, ElementMismatch>> one_addend_difference(con
       if (!one[static_cast<size_t>(i)] || u == v) continue;
       const bool nan_u = is_nan_bits(ta.dtype(), u), nan_v = is_nan_bits(tb.dtype(), v);
       if (nan_u && nan_v && !options.strict_nan) continue;
-      Shape position(ta.shape().size());
-      for (int64_t rest = i, d = static_cast<int64_t>(position.size()) - 1; d >= 0; --d) {
-        position[static_cast<size_t>(d)] = rest % ta.shape()[static_cast<size_t>(d)];
-        rest /= ta.shape()[static_cast<size_t>(d)];
-      }
       const std::optional<uint64_t> ulps = is_floating(ta.dtype()) ? ulp_distance(ta.dtype(), u, v) : std::nullopt;
-      return std::pair{name, ElementMismatch{i, position, u, v, ulps}};
+      return std::pair{name, ElementMismatch{i, unravel(i, ta.shape()), u, v, ulps}};
     }
   }
   return std::nullopt;
 }
 
-// A bit mismatch judged by `contract`'s error bound: every output that differs in bits and that the
-// bound covers, both sides; an output the bound does not cover stays a bit mismatch.
-void judge_by_bound(const ContractInfo& contract, const Case& c, const BackendPair& pair, const Outcome& a,
-                    const Outcome& b, DiffResult& r) {
-  const std::map<std::string, ElementBounds> bounds = contract.error_bound(c);
+// The first element, of an output that differs in bits and that `bounds` covers, that either side
+// has outside its bound: r becomes that kUlpOverBudget finding (`what` names whose bound it is),
+// and the answer is true. Outputs `bounds` leaves out are not looked at.
+bool outside_bound(const std::map<std::string, ElementBounds>& bounds, const std::string& what, const Case& c,
+                   const BackendPair& pair, const Outcome& a, const Outcome& b, DiffResult& r) {
   for (const OutputComparison& o : r.comparison->outputs) {
-    if (!o.mismatches) continue;
     const auto covered = bounds.find(o.name);
-    if (covered == bounds.end()) {  // an output that differs outside the bound's cover: a bit mismatch
-      r.bounded = false;
-      r.output = o.name;
-      return;
-    }
+    if (!o.mismatches || covered == bounds.end()) continue;
     for (const auto& [backend, side] : {std::pair{pair.a, &a}, std::pair{pair.b, &b}}) {
       const Tensor& t = side->outputs->at(o.name);
       const BoundCheck check = check_bound(t, covered->second);
       if (!check.outside) continue;
       const auto i = *check.first;
+      r.verdict = DiffVerdict::kFinding;
       r.kind = kUlpOverBudget;
       r.output = o.name;
       r.excess = BoundExcess{o.name,
@@ -306,14 +297,29 @@ void judge_by_bound(const ContractInfo& contract, const Case& c, const BackendPa
                              check.value,
                              check.truth,
                              check.bound};
-      r.message = case_title(c) + " " + pair.name() + ": outside the error bound of contract " + contract.name +
-                  "\n" + std::to_string(check.outside) + " / " + std::to_string(o.numel) + " elements of " + o.name +
-                  " from " + backend + " beyond the bound; first at " + o.name + position_string(check.position) +
-                  ": " + format_number(check.value) + ", true value " + format_number(check.truth) + ", bound " +
+      r.message = case_title(c) + " " + pair.name() + ": outside " + what + "\n" + std::to_string(check.outside) +
+                  " / " + std::to_string(o.numel) + " elements of " + o.name + " from " + backend +
+                  " beyond the bound; first at " + o.name + position_string(check.position) + ": " +
+                  format_number(check.value) + ", true value " + format_number(check.truth) + ", bound " +
                   format_number(check.bound) + "\n" + r.message;
-      return;
+      return true;
     }
   }
+  return false;
+}
+
+// A bit mismatch judged by `contract`'s error bound: every output that differs in bits and that the
+// bound covers, both sides; an output the bound does not cover stays a bit mismatch.
+void judge_by_bound(const ContractInfo& contract, const Case& c, const BackendPair& pair, const Outcome& a,
+                    const Outcome& b, DiffResult& r) {
+  const std::map<std::string, ElementBounds> bounds = contract.error_bound(c);
+  for (const OutputComparison& o : r.comparison->outputs)
+    if (o.mismatches && !bounds.contains(o.name)) {  // an output that differs outside the bound's cover
+      r.bounded = false;
+      r.output = o.name;
+      return;
+    }
+  if (outside_bound(bounds, "the error bound of contract " + contract.name, c, pair, a, b, r)) return;
   r.verdict = DiffVerdict::kAgree;
   r.kind.clear();
   r.output.clear();
@@ -338,12 +344,19 @@ DiffResult classify(const Registry& registry, const Case& c, const BackendPair& 
                     " differs (" + hex_bits(a.outputs->at(one->first).dtype(), one->second.a_bits) + " against " +
                     hex_bits(a.outputs->at(one->first).dtype(), one->second.b_bits) +
                     "), an element of one addend, whose bits every order of arrival gives alike\n" + r.message;
+      } else if (atomic->arrival_order_bound &&
+                 outside_bound(atomic->arrival_order_bound(c),
+                               "the bound every order of arrival of contract " + atomic->name + " keeps", c, pair, a, b,
+                               r)) {
+        r.bounded = true;  // no order of arrival gives that value
       } else {
         r.verdict = DiffVerdict::kSkip;
         r.kind = kArrivalOrder;
         r.output.clear();
         r.message = case_title(c) + " " + pair.name() + ": " + atomic->name +
-                    " adds in the order its additions arrive, which decides these bits\n" + r.message;
+                    " adds in the order its additions arrive, which decides these bits" +
+                    (atomic->arrival_order_bound ? " (both sides within the bound every order keeps)" : "") + "\n" +
+                    r.message;
       }
     }
   }

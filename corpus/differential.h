@@ -50,8 +50,9 @@ inline constexpr std::string_view kUnmodelled = "unmodelled";
 // Two different sides of a pair, one of them an order-of-arrival contract (ContractInfo::
 // order_of_arrival) on a kind other than the reference (which fixes one order), differ in bits on a
 // case where that order decides them (arrival_order_matters: an output of more than one addend),
-// and nowhere else (the elements of one addend, ContractInfo::arrival_order_fixed, agree): not a
-// finding, a counted skip. The same pair's cases of one addend an output are compared bit for bit;
+// and nowhere else (the elements of one addend, ContractInfo::arrival_order_fixed, agree), both
+// sides within the bound every order keeps (ContractInfo::arrival_order_bound, where the contract
+// has one; outside it: kUlpOverBudget): not a finding, a counted skip. The same pair's cases of one addend an output are compared bit for bit;
 // the contract's self pair still reports the order's differences as nondeterminism.
 inline constexpr std::string_view kArrivalOrder = "arrival_order";
 
@@ -103,8 +104,9 @@ struct DiffResult {
   std::optional<Comparison> comparison;  // when both sides returned outputs
   std::string message;                   // format_comparison text, or what each side rejected
   // The sides differ in bits and a contract's error bound judged them (ContractInfo::error_bound):
-  // an agreement within the bound, or a kUlpOverBudget finding. Reports count these apart from the
-  // bit-exact agreements.
+  // an agreement within the bound, or a kUlpOverBudget finding (also where an element is outside the
+  // bound every order of arrival keeps, ContractInfo::arrival_order_bound). Reports count the
+  // agreements apart from the bit-exact ones.
   bool bounded = false;
   std::optional<BoundExcess> excess;  // kUlpOverBudget: where
   // A bit mismatch in a case whose order of arrival decides other elements: the first element of
@@ -117,7 +119,8 @@ struct DiffResult {
 // reject differently: error_mismatch. Otherwise compare_outputs decides, except where a side's
 // contract has an error bound (ContractInfo::error_bound) and the two runs are not one backend
 // twice: outputs that differ in bits are then judged element by element against the bound, both
-// sides, and an element outside it is kUlpOverBudget; inside it the pair agrees (DiffResult::bounded).
+// sides, and an element outside it is kUlpOverBudget; inside it the pair agrees (DiffResult::bounded);
+// and except where the order of arrival decides the bits (kArrivalOrder above).
 DiffResult classify(const Registry& registry, const Case& c, const BackendPair& pair, const Outcome& a,
                     const Outcome& b, const CompareOptions& options = {});
 // One side of a differential run: run_outcome, except that an exception of the implementation

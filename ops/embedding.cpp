@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/gen.h"
 #include "core/random.h"
+#include "core/sum_bound.h"
 #include "ops/embedding.h"
 
 namespace bitparity::ops {
@@ -333,6 +334,45 @@ std::map<std::string, std::vector<bool>> arrival_order_fixed(const Case& c) {
   return fixed;
 }
 
+// The bound every order of the fp32 atomic adds keeps d_weight within (core/sum_bound.h): each row
+// element the sum of its positions' g (a masked position adds +0 to row 0), in fp32 from +0 in any
+// order, flushing subnormals, then rounded once to g's dtype.
+std::map<std::string, ElementBounds> arrival_order_bound(const Case& c) {
+  std::map<std::string, ElementBounds> bounds;
+  const Tensor* ids = c.input("ids");
+  const Tensor* g = c.input("g");
+  if (c.direction != Direction::kBackward || !ids || !g || g->rank() != 2 || ids->numel() != g->dim(0)) return bounds;
+  EmbeddingAttrs a;
+  try {
+    a = embedding_attrs(c);
+  } catch (const RejectError&) {
+    return bounds;
+  }
+  const int64_t H = g->dim(1);
+  const auto n = static_cast<size_t>(std::max<int64_t>(0, a.V) * H);
+  std::vector<double> S(n, 0.0);
+  std::vector<int64_t> addends(static_cast<size_t>(std::max<int64_t>(0, a.V)), 0);
+  ElementBounds& d = bounds["d_weight"];
+  d.truth.assign(n, 0.0);
+  d.bound.assign(n, 0.0);
+  for (int64_t p = 0; p < ids->numel(); ++p) {
+    const int64_t row = embedding_local_row(static_cast<int64_t>(ids->bits(p)), a);
+    if (std::max<int64_t>(row, 0) >= a.V) return {};  // an id the op refuses
+    ++addends[static_cast<size_t>(std::max<int64_t>(row, 0))];
+    if (row < 0) continue;  // +0
+    for (int64_t h = 0; h < H; ++h) {
+      const double x = g->f64(p * H + h);
+      const auto i = static_cast<size_t>(row * H + h);
+      d.truth[i] += x;
+      if (std::isfinite(x)) S[i] += std::fabs(x);
+    }
+  }
+  const AnyOrderSum arithmetic{.rounded_addends = false, .step = DType::kFP32, .out = g->dtype()};
+  for (size_t i = 0; i < n; ++i)
+    d.bound[i] = any_order_bound(arithmetic, addends[i / static_cast<size_t>(H)], S[i], d.truth[i]);
+  return bounds;
+}
+
 std::vector<std::string> required_tags(Direction d) {
   std::vector<std::string> tags = {"rows=0", "rows=1..16", "rows=17", "rows=32", "rows=large", "P>3072",
                                    "H=1", "H=2..31", "H=32", "H=33", "H=4096", "H=other",
@@ -611,6 +651,9 @@ OpInfo embedding() {
     if (contract.order_of_arrival) {
       contract.arrival_order_free = arrival_order_free;
       contract.arrival_order_fixed = arrival_order_fixed;
+      contract.arrival_order_bound = arrival_order_bound;
+      contract.bound_doc = std::string("d_weight's row elements, each the sum of its positions' g in fp32 then "
+                                       "rounded once to g's dtype: ") + kAnyOrderBoundDoc;
     }
   op.validate = validate;
   op.generate = generate;

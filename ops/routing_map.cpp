@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/gen.h"
 #include "core/random.h"
+#include "core/sum_bound.h"
 
 namespace bitparity::ops::routing_map {
 namespace {
@@ -770,6 +771,41 @@ CaseClasses classes(const Case& c) {
   return k;
 }
 
+// The bound every order of the atomic slot sums keeps the summed output within (core/sum_bound.h):
+// each token's row element the sum of its slot rows' elements, or with probs their exact products
+// with probs[t, e] rounded to fp32. Empty for a direction that sums no slots or a case the op refuses.
+std::map<std::string, ElementBounds> arrival_order_bound(const std::string& name, const Case& c) {
+  std::map<std::string, ElementBounds> bounds;
+  const std::string slot = slot_sum_input(name, c.direction);
+  const Tensor* rows = slot.empty() ? nullptr : c.input(slot);
+  const std::optional<Routing> r = try_read(c);
+  if (!rows || rows->rank() != 2 || !r || rows->dim(0) != r->rows()) return bounds;
+  const Tensor* probs = name == "unpermute" ? c.input("probs") : nullptr;
+  if (probs && (probs->rank() != 2 || probs->dim(0) != r->tokens || probs->dim(1) != r->experts)) return bounds;
+  const int64_t H = rows->dim(1);
+  const AnyOrderSum arithmetic{.rounded_addends = probs != nullptr,
+                               .step = probs ? DType::kFP32 : rows->dtype(),
+                               .out = rows->dtype()};
+  ElementBounds& b = bounds[name == "permute" ? "d_tokens" : "out"];
+  b.truth.assign(static_cast<size_t>(r->tokens * H), 0.0);
+  b.bound.assign(b.truth.size(), 0.0);
+  for (int64_t t = 0; t < r->tokens; ++t) {
+    const Routing::Run pos = r->positions(t), experts = r->slots(t);
+    for (int64_t h = 0; h < H; ++h) {
+      double truth = 0, S = 0;
+      for (size_t j = 0; j < pos.size(); ++j) {
+        const double x = rows->f64(pos[j] * H + h) * (probs ? probs->f64(t * r->experts + experts[j]) : 1.0);  // exact
+        truth += x;
+        if (std::isfinite(x)) S += std::fabs(x);
+      }
+      const auto i = static_cast<size_t>(t * H + h);
+      b.truth[i] = truth;
+      b.bound[i] = any_order_bound(arithmetic, static_cast<int64_t>(pos.size()), S, truth);
+    }
+  }
+  return bounds;
+}
+
 void add_routing_generators(OpInfo& op) {
   const std::string name = op.name;
   op.generate = [name](Direction d) { return generate(name, d); };
@@ -803,6 +839,11 @@ void add_routing_generators(OpInfo& op) {
         fixed[name == "permute" ? "d_tokens" : "out"] = std::move(one);
         return fixed;
       };
+      contract.arrival_order_bound = [name](const Case& c) { return arrival_order_bound(name, c); };
+      contract.bound_doc = std::string("each token's row element the sum of its slot rows (with probs: their fp32 "
+                                       "products with probs, summed in fp32 and rounded once to the dtype; "
+                                       "without: every addition rounded to the dtype): ") +
+                           kAnyOrderBoundDoc;
     }
 }
 

@@ -165,7 +165,8 @@ run() {
   # A campaign of every CUDA contract under compute-sanitizer (`bitparity --sanitizer`): a race or an
   # invalid access on a generated case is a sanitizer_hazard finding, shrunk, with the tool's report.
   # The wildcard pairs take the order-of-arrival contracts too: their cases of one addend an output
-  # are compared, the others' differences counted as arrival_order skips (the atomics' order).
+  # are compared, the others' held to the bound every order keeps and, within it, counted as
+  # arrival_order skips (the atomics' order).
   if [[ ${SKIP_HAZARDS:-0} != 1 ]]; then
     part "hazards" "$CARRY/bitparity" --sanitizer racecheck,memcheck --sanitizer-workers "${HAZARD_WORKERS:-2}" \
       campaign --pair 'racecheck:*,ref:*' --pair 'memcheck:*,ref:*' --budget-seconds "${HAZARD_SECONDS:-120}" \
