@@ -186,12 +186,12 @@ rc::Gen<Case> generate(Direction d) {
         kMinElements + int64_t{*rc::gen::withSize([](int size) { return rc::gen::just(size); })} * kElementsPerSize;
     if (!many && P > 1 && P * H > max_elements) P = std::max<int64_t>(1, max_elements / H);
     // The vocabulary: a single row, a few, a few thousand, or GLM-4.5's whole table (narrow rows).
-    int64_t V = *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::just<int64_t>(1)},
-                                                  {6, rc::gen::inRange<int64_t>(2, 65)},
-                                                  {3, rc::gen::inRange<int64_t>(65, 4097)},
+    int64_t V = *rc::gen::weightedOneOf<int64_t>({{8, rc::gen::just<int64_t>(1)},
+                                                  {24, rc::gen::inRange<int64_t>(2, 65)},
+                                                  {6, rc::gen::inRange<int64_t>(65, 4097)},
                                                   {1, rc::gen::just(kModelV)}});
     if (V == kModelV) H = std::min<int64_t>(H, 2);
-    else if (V * H > (int64_t{1} << 19)) V = std::max<int64_t>(1, (int64_t{1} << 19) / H);
+    else if (V * H > (int64_t{1} << 16)) V = std::max<int64_t>(1, (int64_t{1} << 16) / H);
     const rc::Gen<Dups> dups = rc::gen::weightedElement<Dups>(
         {{2, Dups::kDistinct}, {3, Dups::kUniform}, {2, Dups::kAllSame}, {2, Dups::kFewIds}, {2, Dups::kZipf}});
     const Dups mode = positions == kWarpPasses ? *rc::gen::element(Dups::kAllSame, Dups::kFewIds) : *dups;
