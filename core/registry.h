@@ -84,18 +84,19 @@ struct ContractInfo {
   // The GPU tests hold such a case to the reference's bits, to its own bits run twice, from several
   // threads, at every ILP and alone where it runs in a batch, as for any other contract, and a
   // campaign's pair of its kernel with another side finds a difference there (corpus::classify
-  // counts the others' as arrival_order skips). Unset: no case is.
+  // judges the others' by arrival_order_fixed and arrival_order_bound). Unset: no case is.
   std::function<bool(const Case&)> arrival_order_free = {};
   // For an order_of_arrival contract, on a case that arrival_order_free does not clear: per output,
   // which elements (row-major) have at most one addend, whose bits every order gives alike. A pair
   // of its kernel with another side that differs at such an element is a finding (corpus::classify);
-  // only differences elsewhere are arrival_order skips. Unset, or an output left out: no element.
+  // differences elsewhere are judged by arrival_order_bound. Unset, or an output left out: no element.
   std::function<std::map<std::string, std::vector<bool>>(const Case&)> arrival_order_fixed = {};
   // For an order_of_arrival contract, on a case that arrival_order_free does not clear: per output,
   // each element's true value and the bound that every order of arrival keeps it within (core/
   // sum_bound.h; `bound_doc` states the derivation). A pair of its kernel with another side that
-  // differs in bits is an arrival_order skip only where both sides are within it; an element
-  // outside it is a finding (ulp_over_budget), so a wrong sum of several addends is found too.
+  // differs in bits is an arrival_order skip only where the sides of this contract are within it;
+  // an element outside it is a finding (ulp_over_budget), so a sum of several addends that is wrong
+  // by more than the bound is found too.
   // Unset, or an output left out: that output's differences are skips.
   std::function<std::map<std::string, ElementBounds>(const Case&)> arrival_order_bound = {};
 };

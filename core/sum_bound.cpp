@@ -12,8 +12,8 @@ const char* const kAnyOrderBoundDoc =
     "addition passes through fp32, eta = 2^-125 for fp32 and bf16 (a flushed addend and a flushed result) and "
     "2^-25 for fp16; eo = u_o (|truth| + ea + es + e64) + eta_o where the sum is rounded once more, to the "
     "output dtype; e64 = ((1 + 2^-53)^n - 1) S the fp64 truth's own error. A sum whose partial sums may "
-    "overflow the addition's dtype in some order (S + ea + es reaching its overflow threshold) is unbounded; a "
-    "NaN or infinite truth asks for the same";
+    "overflow the addition's dtype in some order (S + ea + es reaching its overflow threshold) is unbounded; "
+    "where the truth is NaN or infinite (a NaN or infinite addend) every order gives it, and so must the result";
 
 namespace {
 

@@ -50,10 +50,11 @@ inline constexpr std::string_view kUnmodelled = "unmodelled";
 // Two different sides of a pair, one of them an order-of-arrival contract (ContractInfo::
 // order_of_arrival) on a kind other than the reference (which fixes one order), differ in bits on a
 // case where that order decides them (arrival_order_matters: an output of more than one addend),
-// and nowhere else (the elements of one addend, ContractInfo::arrival_order_fixed, agree), both
+// and nowhere else (the elements of one addend, ContractInfo::arrival_order_fixed, agree), its
 // sides within the bound every order keeps (ContractInfo::arrival_order_bound, where the contract
-// has one; outside it: kUlpOverBudget): not a finding, a counted skip. The same pair's cases of one addend an output are compared bit for bit;
-// the contract's self pair still reports the order's differences as nondeterminism.
+// has one; outside it: kUlpOverBudget): not a finding, a counted skip. The same pair's cases of one
+// addend an output are compared bit for bit; the contract's self pair still reports the order's
+// differences as nondeterminism.
 inline constexpr std::string_view kArrivalOrder = "arrival_order";
 
 struct BackendPair {
