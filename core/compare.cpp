@@ -19,12 +19,18 @@ Shape unravel(int64_t index, const Shape& shape) {
   return position;
 }
 
-namespace {
+double overflow_threshold(DType dtype) {
+  const uint64_t max_bits = from_double(dtype, INFINITY) - 1;
+  const double max = to_double(dtype, max_bits);
+  return max + (max - to_double(dtype, max_bits - 1)) / 2;
+}
 
 bool bits_equal(DType dtype, uint64_t a, uint64_t b, bool strict_nan) {
   if (a == b) return true;
   return !strict_nan && is_nan_bits(dtype, a) && is_nan_bits(dtype, b);
 }
+
+namespace {
 
 OutputComparison compare_tensor(const std::string& name, const Tensor& a, const Tensor& b,
                                 const CompareOptions& options) {
@@ -86,9 +92,7 @@ bool within_bound(DType dtype, double value, double truth, double bound) {
   if (std::isnan(value)) return false;
   if (std::isinf(truth)) return value == truth;
   if (std::isinf(value)) {
-    const uint64_t max_bits = from_double(dtype, INFINITY) - 1;
-    const double max = to_double(dtype, max_bits);
-    const double overflow = max + (max - to_double(dtype, max_bits - 1)) / 2;
+    const double overflow = overflow_threshold(dtype);
     return value > 0 ? truth + bound >= overflow : truth - bound <= -overflow;
   }
   return std::fabs(value - truth) <= bound;

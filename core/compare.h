@@ -65,10 +65,17 @@ struct Arbitration {
 };
 Arbitration arbitrate(DType dtype, uint64_t a_bits, uint64_t b_bits, double truth);
 
+// Whether two elements of `dtype` agree as compare_outputs has it: the same bits, or NaN against NaN
+// unless `strict_nan`.
+bool bits_equal(DType dtype, uint64_t a, uint64_t b, bool strict_nan);
 // The index per dimension of the row-major element `index` of a tensor of `shape`.
 Shape unravel(int64_t index, const Shape& shape);
 // "[2, 5]": an element's index per dimension, as messages write it.
 std::string position_string(const Shape& position);
+
+// The magnitude from which a sum rounds (RNE) to infinity in a floating `dtype`: its largest finite
+// value plus half an ulp.
+double overflow_threshold(DType dtype);
 
 // One output of one side against a contract's error bound (registry.h ElementBounds).
 struct BoundCheck {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/compare.h"
+
 namespace bitparity {
 
 const char* const kAnyOrderBoundDoc =
@@ -31,13 +33,6 @@ double unit_roundoff(DType dtype) {
 // value (fp32's and bf16's range: below 2^-126, twice for an addend and a result) or half fp16's
 // smallest subnormal.
 double underflow_error(DType dtype) { return dtype == DType::kFP16 ? std::ldexp(1.0, -25) : std::ldexp(1.0, -125); }
-
-// The value at which a sum rounds to infinity in `dtype`: its largest finite value plus half an ulp.
-double overflow_threshold(DType dtype) {
-  const uint64_t max_bits = from_double(dtype, INFINITY) - 1;
-  const double max = to_double(dtype, max_bits);
-  return max + (max - to_double(dtype, max_bits - 1)) / 2;
-}
 
 // (1 + u)^n - 1, rounded up well past its own error by the caller's (1 + 1e-12).
 double growth(double u, int64_t n) { return std::expm1(static_cast<double>(n) * std::log1p(u)); }

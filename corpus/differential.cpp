@@ -261,9 +261,7 @@ std::optional<std::pair<std::string, ElementMismatch>> one_addend_difference(con
                              std::to_string(one.size()) + " elements, the output has " + std::to_string(ta.numel()));
     for (int64_t i = 0; i < ta.numel(); ++i) {
       const uint64_t u = ta.bits(i), v = tb.bits(i);
-      if (!one[static_cast<size_t>(i)] || u == v) continue;
-      const bool nan_u = is_nan_bits(ta.dtype(), u), nan_v = is_nan_bits(tb.dtype(), v);
-      if (nan_u && nan_v && !options.strict_nan) continue;
+      if (!one[static_cast<size_t>(i)] || bits_equal(ta.dtype(), u, v, options.strict_nan)) continue;
       const std::optional<uint64_t> ulps = is_floating(ta.dtype()) ? ulp_distance(ta.dtype(), u, v) : std::nullopt;
       return std::pair{name, ElementMismatch{i, unravel(i, ta.shape()), u, v, ulps}};
     }

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
-#include <set>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -292,44 +292,49 @@ CaseClasses classes(const Case& c) {
   return k;
 }
 
-// The atomic backward adds each position's row into its local row (a masked one into row 0): where
-// no local row is named twice every sum has one addend. The forward copies.
+// How many positions the backward adds into each local row it names (a masked position adds +0 to
+// row 0, as the atomic kernel's masked_input = 0 does), with the case's attributes; nothing where
+// ids are absent or the attributes are refused.
+struct RowAddends {
+  EmbeddingAttrs attrs;
+  std::map<int64_t, int64_t> count;
+};
+std::optional<RowAddends> row_addends(const Case& c) {
+  const Tensor* ids = c.input("ids");
+  if (!ids) return std::nullopt;
+  RowAddends r;
+  try {
+    r.attrs = embedding_attrs(c);
+  } catch (const RejectError&) {
+    return std::nullopt;
+  }
+  for (int64_t p = 0; p < ids->numel(); ++p)
+    ++r.count[std::max<int64_t>(0, embedding_local_row(static_cast<int64_t>(ids->bits(p)), r.attrs))];
+  return r;
+}
+
+// The atomic backward adds each position's row into its local row: where no local row is named
+// twice every sum has one addend. The forward copies.
 bool arrival_order_free(const Case& c) {
   if (c.direction == Direction::kForward) return true;
-  const Tensor* ids = c.input("ids");
-  if (!ids) return false;
-  EmbeddingAttrs a;
-  try {
-    a = embedding_attrs(c);
-  } catch (const RejectError&) {
-    return false;
-  }
-  std::set<int64_t> rows;
-  for (int64_t p = 0; p < ids->numel(); ++p)
-    if (!rows.insert(std::max<int64_t>(0, embedding_local_row(static_cast<int64_t>(ids->bits(p)), a))).second)
-      return false;
+  const std::optional<RowAddends> r = row_addends(c);
+  if (!r) return false;
+  for (const auto& [row, n] : r->count)
+    if (n > 1) return false;
   return true;
 }
 
 // d_weight's rows named at most once (counted as arrival_order_free counts them): one addend an element.
 std::map<std::string, std::vector<bool>> arrival_order_fixed(const Case& c) {
   std::map<std::string, std::vector<bool>> fixed;
-  const Tensor* ids = c.input("ids");
   const Tensor* g = c.input("g");
-  if (c.direction != Direction::kBackward || !ids || !g || g->rank() != 2) return fixed;
-  EmbeddingAttrs a;
-  try {
-    a = embedding_attrs(c);
-  } catch (const RejectError&) {
-    return fixed;
-  }
-  std::map<int64_t, int64_t> named;
-  for (int64_t p = 0; p < ids->numel(); ++p)
-    ++named[std::max<int64_t>(0, embedding_local_row(static_cast<int64_t>(ids->bits(p)), a))];
+  const std::optional<RowAddends> r = c.direction == Direction::kBackward ? row_addends(c) : std::nullopt;
+  if (!g || g->rank() != 2 || !r) return fixed;
+  const int64_t V = r->attrs.V;
   const auto H = static_cast<size_t>(g->dim(1));
-  std::vector<bool> one(static_cast<size_t>(std::max<int64_t>(0, a.V)) * H, true);
-  for (const auto& [row, n] : named)
-    if (n > 1 && row < a.V) std::fill_n(one.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(row) * H), H, false);
+  std::vector<bool> one(static_cast<size_t>(std::max<int64_t>(0, V)) * H, true);
+  for (const auto& [row, n] : r->count)
+    if (n > 1 && row < V) std::fill_n(one.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(row) * H), H, false);
   fixed["d_weight"] = std::move(one);
   return fixed;
 }
@@ -341,24 +346,17 @@ std::map<std::string, ElementBounds> arrival_order_bound(const Case& c) {
   std::map<std::string, ElementBounds> bounds;
   const Tensor* ids = c.input("ids");
   const Tensor* g = c.input("g");
-  if (c.direction != Direction::kBackward || !ids || !g || g->rank() != 2 || ids->numel() != g->dim(0)) return bounds;
-  EmbeddingAttrs a;
-  try {
-    a = embedding_attrs(c);
-  } catch (const RejectError&) {
-    return bounds;
-  }
-  const int64_t H = g->dim(1);
-  const auto n = static_cast<size_t>(std::max<int64_t>(0, a.V) * H);
+  const std::optional<RowAddends> r = c.direction == Direction::kBackward ? row_addends(c) : std::nullopt;
+  if (!g || g->rank() != 2 || !r || ids->numel() != g->dim(0)) return bounds;
+  const int64_t V = std::max<int64_t>(0, r->attrs.V), H = g->dim(1);
+  if (!r->count.empty() && r->count.rbegin()->first >= V) return bounds;  // an id the op refuses
+  const auto n = static_cast<size_t>(V * H);
   std::vector<double> S(n, 0.0);
-  std::vector<int64_t> addends(static_cast<size_t>(std::max<int64_t>(0, a.V)), 0);
   ElementBounds& d = bounds["d_weight"];
   d.truth.assign(n, 0.0);
   d.bound.assign(n, 0.0);
   for (int64_t p = 0; p < ids->numel(); ++p) {
-    const int64_t row = embedding_local_row(static_cast<int64_t>(ids->bits(p)), a);
-    if (std::max<int64_t>(row, 0) >= a.V) return {};  // an id the op refuses
-    ++addends[static_cast<size_t>(std::max<int64_t>(row, 0))];
+    const int64_t row = embedding_local_row(static_cast<int64_t>(ids->bits(p)), r->attrs);
     if (row < 0) continue;  // +0
     for (int64_t h = 0; h < H; ++h) {
       const double x = g->f64(p * H + h);
@@ -368,8 +366,11 @@ std::map<std::string, ElementBounds> arrival_order_bound(const Case& c) {
     }
   }
   const AnyOrderSum arithmetic{.rounded_addends = false, .step = DType::kFP32, .out = g->dtype()};
-  for (size_t i = 0; i < n; ++i)
-    d.bound[i] = any_order_bound(arithmetic, addends[i / static_cast<size_t>(H)], S[i], d.truth[i]);
+  for (const auto& [row, addends] : r->count)
+    for (int64_t h = 0; h < H; ++h) {
+      const auto i = static_cast<size_t>(row * H + h);
+      d.bound[i] = any_order_bound(arithmetic, addends, S[i], d.truth[i]);
+    }
   return bounds;
 }
 

@@ -771,6 +771,9 @@ CaseClasses classes(const Case& c) {
   return k;
 }
 
+// The output an op's atomic slot sums write: permute's d_tokens (backward), unpermute's out (forward).
+std::string slot_sum_output(const std::string& op) { return op == "permute" ? "d_tokens" : "out"; }
+
 // The bound every order of the atomic slot sums keeps the summed output within (core/sum_bound.h):
 // each token's row element the sum of its slot rows' elements, or with probs their exact products
 // with probs[t, e] rounded to fp32. Empty for a direction that sums no slots or a case the op refuses.
@@ -786,7 +789,7 @@ std::map<std::string, ElementBounds> arrival_order_bound(const std::string& name
   const AnyOrderSum arithmetic{.rounded_addends = probs != nullptr,
                                .step = probs ? DType::kFP32 : rows->dtype(),
                                .out = rows->dtype()};
-  ElementBounds& b = bounds[name == "permute" ? "d_tokens" : "out"];
+  ElementBounds& b = bounds[slot_sum_output(name)];
   b.truth.assign(static_cast<size_t>(r->tokens * H), 0.0);
   b.bound.assign(b.truth.size(), 0.0);
   for (int64_t t = 0; t < r->tokens; ++t) {
@@ -836,7 +839,7 @@ void add_routing_generators(OpInfo& op) {
         std::vector<bool> one(static_cast<size_t>(r->tokens) * H, false);
         for (int64_t t = 0; t < r->tokens; ++t)
           if (r->slot_count(t) <= 1) std::fill_n(one.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(t) * H), H, true);
-        fixed[name == "permute" ? "d_tokens" : "out"] = std::move(one);
+        fixed[slot_sum_output(name)] = std::move(one);
         return fixed;
       };
       contract.arrival_order_bound = [name](const Case& c) { return arrival_order_bound(name, c); };
