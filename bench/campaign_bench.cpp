@@ -30,6 +30,8 @@
 //                  is what the campaign's engine (generator processes, batches, sides, comparison,
 //                  commit in case order) does with small cases. An untimed campaign of 256 cases
 //                  runs first, so that what the process pays once is not counted against one op.
+//   Campaign/every_op  the same with every op's small cases, in the turns a default campaign
+//                  (no --ops) takes: the mixed rate a nightly campaign of small cases sees.
 //   Generate/OP/DIR the op's generator drawing cases as a campaign draws them (every size in turn,
 //                  each case its own seed, the first draw), one thread: `cases` is draws a second. A
 //                  process generates one case at a time (RapidCheck's implicit parameters are
@@ -307,11 +309,9 @@ int64_t small_campaign_cases() {
   return env_integer("BITPARITY_BENCH_CAMPAIGN_CASES", 1, std::numeric_limits<int64_t>::max()).value_or(100000);
 }
 
-// The harness registry with `op`'s generator picking one of its small cases (Campaign/OP).
-bitparity::Registry small_cases_only(const OpInfo& op) {
+// Adds `op` to `r` with its generator picking one of its small cases, and its implementations.
+void add_small_cases_op(bitparity::Registry& r, const OpInfo& op) {
   const bitparity::Registry& all = bitparity::harness_registry();
-  bitparity::Registry r;
-  for (const bitparity::BackendKind& kind : all.backends()) r.add_backend(kind);
   OpInfo small = op;
   std::map<Direction, std::shared_ptr<const std::vector<Case>>> pools;
   for (const auto& [d, specs] : op.inputs) pools[d] = std::make_shared<const std::vector<Case>>(small_cases(op, d));
@@ -328,16 +328,28 @@ bitparity::Registry small_cases_only(const OpInfo& op) {
     r.add_impl(op.name, kind, contract, *all.impl(op.name, name));
     if (const bitparity::BatchImpl* batch = all.batch_impl(op.name, name)) r.add_batch_impl(op.name, kind, contract, *batch);
   }
+}
+
+// The harness registry with the generator of `op` (every op with a generator where `op` is null)
+// picking one of its small cases (Campaign/OP, Campaign/every_op).
+bitparity::Registry small_cases_only(const OpInfo* op) {
+  const bitparity::Registry& all = bitparity::harness_registry();
+  bitparity::Registry r;
+  for (const bitparity::BackendKind& kind : all.backends()) r.add_backend(kind);
+  for (const OpInfo& o : all.ops())
+    if (o.generate && (!op || o.name == op->name)) add_small_cases_op(r, o);
   return r;
 }
 
 // The cases of Campaign/'s untimed first campaign.
 constexpr int64_t kWarmUpCases = 256;
 
+// `op` null: every op with a generator, the cases taken in turn from each op and direction as a
+// default campaign takes them.
 void run_campaign_of_small_cases(benchmark::State& state, const OpInfo* op) {
-  const bitparity::Registry registry = small_cases_only(*op);
+  const bitparity::Registry registry = small_cases_only(op);
   bitparity::campaign::CampaignOptions o;
-  o.ops = {op->name};
+  if (op) o.ops = {op->name};
   o.max_cases = small_campaign_cases();
   o.budget_seconds = 600;
   o.shrink_seconds = 0;
@@ -426,6 +438,9 @@ void register_all() {
       fix(benchmark::RegisterBenchmark(("Campaign/" + op.name).c_str(), run_campaign_of_small_cases, &op))
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
+  fix(benchmark::RegisterBenchmark("Campaign/every_op", run_campaign_of_small_cases, nullptr))
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
   for (const OpInfo& op : bitparity::harness_registry().ops()) {
     if (!op.generate) continue;
     for (const auto& [d, specs] : op.inputs) {
