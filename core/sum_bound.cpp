@@ -8,7 +8,7 @@ namespace bitparity {
 
 const char* const kAnyOrderBoundDoc =
     "any order of the n additions: |result - truth| <= (ea + es + eo + e64)(1 + 1e-12), where S = sum |a_j| "
-    "(the finite addends); ea = 2^-24 S + n 2^-125 where each addend is an fp32 product rounded or flushed first "
+    "(the finite addends; computed in fp64 and raised by (1 + 2^-53)^n - 1 of itself for that sum's error); ea = 2^-24 S + n 2^-125 where each addend is an fp32 product rounded or flushed first "
     "(else 0); es = ((1 + u)^(n-1) - 1)(S + ea) + n (1 + u)^(n-1) eta for the additions (the first, to +0, "
     "exact but for a flush), u the unit roundoff of the addition's dtype plus 2^-23 where a bf16 or fp16 "
     "addition passes through fp32, eta = 2^-125 for fp32 and bf16 (a flushed addend and a flushed result) and "
@@ -39,8 +39,11 @@ double growth(double u, int64_t n) { return std::expm1(static_cast<double>(n) * 
 
 }  // namespace
 
-double any_order_bound(const AnyOrderSum& arithmetic, int64_t n, double S, double truth) {
+double any_order_bound(const AnyOrderSum& arithmetic, int64_t n, double S_computed, double truth) {
   if (n <= 0) return 0;  // no addend: the zeroed +0
+  // The caller's S is itself an fp64 sum of n terms: raised by its own error bound, so that the
+  // bound holds for every n, not only where that error is below the final (1 + 1e-12).
+  const double S = S_computed * (1 + growth(std::ldexp(1.0, -53), n));
   const double ea = arithmetic.rounded_addends ? std::ldexp(S, -24) + static_cast<double>(n) * std::ldexp(1.0, -125) : 0;
   const double u = unit_roundoff(arithmetic.step) + (arithmetic.step == DType::kFP32 ? 0 : std::ldexp(1.0, -23));
   const double g = growth(u, n - 1);  // the first addition, to +0, is exact but for a flush

@@ -21,7 +21,8 @@ struct AnyOrderSum {
 
 // The largest |result - truth| that any order of the n additions gives (any permutation, any
 // grouping a sequence of atomic additions can take), where S is the sum of the finite addends'
-// magnitudes and truth their sum in fp64 (a plain fp64 sum: its own error is inside the bound).
+// magnitudes and truth their sum, both in fp64 (plain fp64 sums in any order: their own errors are
+// inside the bound).
 // INFINITY where a partial sum may overflow `step` in some order; 0 where truth is NaN or an
 // infinity (every order gives it). kAnyOrderBoundDoc states the derivation.
 double any_order_bound(const AnyOrderSum& arithmetic, int64_t n, double S, double truth);
