@@ -8,8 +8,9 @@ namespace bitparity {
 
 const char* const kAnyOrderBoundDoc =
     "any order of the n additions: |result - truth| <= (ea + es + eo + e64)(1 + 1e-12), where S = sum |a_j| "
-    "(the finite addends; computed in fp64 and raised by (1 + 2^-53)^n - 1 of itself for that sum's error); "
-    "ea = 2^-24 S + n 2^-125 where each addend is an fp32 product rounded or flushed first (else 0); es = ((1 + u)^(n-1) - 1)(S + ea) + n (1 + u)^(n-1) eta for the additions (the first, to +0, "
+    "(the finite addends; computed in fp64 and raised by (1 + 2^-53)^n - 1 of itself for that sum's "
+    "error); ea = 2^-24 S + n 2^-125 where each addend is an fp32 product rounded or flushed first (else 0); "
+    "es = ((1 + u)^(n-1) - 1)(S + ea) + n (1 + u)^(n-1) eta for the additions (the first, to +0, "
     "exact but for a flush), u the unit roundoff of the addition's dtype plus 2^-23 where a bf16 or fp16 "
     "addition passes through fp32, eta = 2^-125 for fp32 and bf16 (a flushed addend and a flushed result) and "
     "2^-25 for fp16; eo = u_o (|truth| + ea + es + e64) + eta_o where the sum is rounded once more, to the "

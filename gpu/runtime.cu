@@ -119,11 +119,55 @@ void release(void* ptr, bool pooled) {
 
 }  // namespace
 
+Schedule schedule_from_text(const char* text) {
+  if (text == nullptr || *text == '\0' || std::strcmp(text, "auto") == 0) return Schedule::kAuto;
+  if (std::strcmp(text, "spin") == 0) return Schedule::kSpin;
+  if (std::strcmp(text, "yield") == 0) return Schedule::kYield;
+  if (std::strcmp(text, "blocking") == 0) return Schedule::kBlocking;
+  throw std::invalid_argument(std::string("BITPARITY_CUDA_SCHEDULE=") + text +
+                              ": expected spin, yield, blocking or auto (or unset)");
+}
+
+void set_device_schedule(Schedule schedule) {
+  const unsigned flag = schedule == Schedule::kSpin       ? cudaDeviceScheduleSpin
+                        : schedule == Schedule::kYield    ? cudaDeviceScheduleYield
+                        : schedule == Schedule::kBlocking ? cudaDeviceScheduleBlockingSync
+                                                          : cudaDeviceScheduleAuto;
+  check_cuda(cudaSetDeviceFlags(flag), "cudaSetDeviceFlags");
+}
+
+Schedule device_schedule() {
+  unsigned flags = 0;
+  check_cuda(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
+  switch (flags & cudaDeviceScheduleMask) {
+    case cudaDeviceScheduleSpin: return Schedule::kSpin;
+    case cudaDeviceScheduleYield: return Schedule::kYield;
+    case cudaDeviceScheduleBlockingSync: return Schedule::kBlocking;
+    default: return Schedule::kAuto;
+  }
+}
+
+namespace {
+
+// BITPARITY_CUDA_SCHEDULE, applied once a process (runtime.h). A bad value throws here and, the
+// static's initialization not having completed, again at the next buffer.
+void apply_schedule_from_environment() {
+  static const bool applied = [] {
+    const Schedule s = schedule_from_text(std::getenv("BITPARITY_CUDA_SCHEDULE"));
+    if (s != Schedule::kAuto) set_device_schedule(s);
+    return true;
+  }();
+  (void)applied;
+}
+
+}  // namespace
+
 BufferMode buffer_mode() { return mode_flag().load(std::memory_order_relaxed); }
 void set_buffer_mode(BufferMode mode) { mode_flag().store(mode, std::memory_order_relaxed); }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
+  apply_schedule_from_environment();
   if (buffer_mode() == BufferMode::kSeparate) {
     check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes");
     return;

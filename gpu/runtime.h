@@ -103,6 +103,26 @@ class DeviceBuffer {
 // cudaDeviceSynchronize, checked.
 void synchronize();
 
+// How a host thread waits for the device at a synchronization. A campaign's jobs wait at one
+// synchronization a batch, while other jobs and the generator processes want the same cores.
+// BITPARITY_CUDA_SCHEDULE in the environment picks it:
+//   spin      cudaDeviceScheduleSpin: the thread spins until the device is done;
+//   yield     cudaDeviceScheduleYield: it spins, yielding its core between polls;
+//   blocking  cudaDeviceScheduleBlockingSync: it sleeps until the device wakes it.
+// Unset, empty or "auto" leaves CUDA's own choice (a process with fewer contexts than cores spins).
+// The variable is read at the process's first device buffer and applied to the current device (a
+// worker of --devices has one). Other text makes that buffer, and every later one, fail with
+// std::invalid_argument naming the variable. bench/NOTES.md measures the settings.
+enum class Schedule { kAuto, kSpin, kYield, kBlocking };
+
+// The setting `text` names (nullptr: unset); std::invalid_argument for any other text.
+Schedule schedule_from_text(const char* text);
+
+// Sets the current device's schedule (cudaSetDeviceFlags; kAuto: cudaDeviceScheduleAuto) and
+// reads it back (cudaGetDeviceFlags).
+void set_device_schedule(Schedule schedule);
+Schedule device_schedule();
+
 // The calling thread's stream (cudaStreamPerThread), as a void*: what a record's bind is given.
 void* thread_stream();
 

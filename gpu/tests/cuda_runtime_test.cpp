@@ -8,6 +8,7 @@
 #include <optional>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -697,6 +698,43 @@ TEST(CudaRuntime, LaunchWorkspacesAreRangesOfTheThreadsBuffer) {
     EXPECT_NE(held->get(), first);
   }
   set_buffer_mode(BufferMode::kPooled);
+}
+
+// BITPARITY_CUDA_SCHEDULE's text (runtime.h): each setting by its name, the unset and empty
+// variable as auto, and anything else an error naming the variable. No device needed.
+TEST(CudaSchedule, TheVariableNamesEachSettingAndRejectsOtherText) {
+  EXPECT_EQ(schedule_from_text(nullptr), Schedule::kAuto);
+  EXPECT_EQ(schedule_from_text(""), Schedule::kAuto);
+  EXPECT_EQ(schedule_from_text("auto"), Schedule::kAuto);
+  EXPECT_EQ(schedule_from_text("spin"), Schedule::kSpin);
+  EXPECT_EQ(schedule_from_text("yield"), Schedule::kYield);
+  EXPECT_EQ(schedule_from_text("blocking"), Schedule::kBlocking);
+  for (const char* bad : {"Blocking", "block", "spin ", "1"}) {
+    try {
+      schedule_from_text(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("BITPARITY_CUDA_SCHEDULE="), std::string::npos) << e.what();
+    }
+  }
+}
+
+// Each schedule set on the device is the one it then reports, and a synchronization under each
+// still waits for the work (a buffer's bytes round-trip); the device's own schedule is restored.
+TEST(CudaSchedule, EachSettingTakesEffectOnTheDevice) {
+  if (const auto why = unavailable_reason()) GTEST_SKIP() << *why;
+  const Schedule before = device_schedule();
+  for (const Schedule s : {Schedule::kSpin, Schedule::kYield, Schedule::kBlocking, Schedule::kAuto}) {
+    set_device_schedule(s);
+    EXPECT_EQ(device_schedule(), s) << static_cast<int>(s);
+    DeviceBuffer b(sizeof(uint32_t));
+    const uint32_t word = 0xCAFE0000u + static_cast<uint32_t>(s);
+    b.upload(&word, sizeof word);
+    uint32_t back = 0;
+    b.download(&back, sizeof back);
+    EXPECT_EQ(back, word);
+  }
+  set_device_schedule(before);
 }
 
 }  // namespace

@@ -215,8 +215,9 @@ TEST(AnyOrderSum, ASumThatDropsAnAddendIsOutsideTheBound) {
       if (!(b.bound[0] < std::fabs(s.addends[largest]) / 4))
         RC_FAIL("a bound of a quarter of the largest addend or more: " + show(s, 0, b));
       // And within half again of its first-order terms: n - 1 roundings of the additions, the
-      // products' and the output's roundings, the last with its absolute term where the truth is
-      // subnormal in the output's dtype (cancellation) (so a bound grown tenfold fails here).
+      // products' and the output's roundings, the last with its absolute term eta_o as the bound
+      // always adds it (it dominates where cancellation leaves the truth near the output's subnormal
+      // range) (so a bound grown tenfold fails here).
       const AnyOrderSum& a = s.arithmetic->sum;
       double S = 0;
       for (const double x : s.addends) S += std::fabs(x);
