@@ -112,7 +112,8 @@ void synchronize();
 // Unset, empty or "auto" leaves CUDA's own choice (a process with fewer contexts than cores spins).
 // The variable is read at the process's first device buffer and applied to the current device (a
 // worker of --devices has one). Other text makes that buffer, and every later one, fail with
-// std::invalid_argument naming the variable. bench/NOTES.md measures the settings.
+// std::invalid_argument naming the variable (in a campaign, a backend_error on every case of the
+// device). bench/NOTES.md (2026-12-07, fifteenth entry) says what it is there to measure.
 enum class Schedule { kAuto, kSpin, kYield, kBlocking };
 
 // The setting `text` names (nullptr: unset); std::invalid_argument for any other text.
