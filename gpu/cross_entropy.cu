@@ -216,6 +216,40 @@ __device__ __forceinline__ void online_add_selected(Online& o, float x) {
   o.m = up ? x : o.m;
 }
 
+// The same step on a lane whose running max starts at -FLT_MAX (the floor) instead of -Inf, so that
+// no element needs the -Inf test: while every element so far is -Inf or NaN (the true max -Inf), x - m
+// is -Inf for x = -Inf (e = 0, s + 0 = s), NaN for NaN, and for x = -FLT_MAX or above e is 0 or lies
+// in (0, 1] while s is 0 or NaN, giving the same 1 (or NaN) as the rescale from -Inf; so s is the same
+// at every step and m is max(true m, -FLT_MAX). expf(-|x - m|) is expf of the branch's argument
+// (x > m makes x - m > 0; else x - m <= 0 or NaN). unfloor() restores the true m after the walk.
+constexpr float kFloor = -3.40282346638528859811704183484516925e+38f;  // -FLT_MAX
+
+__device__ __forceinline__ void online_add_floored(Online& o, float x) {
+  const float e = expf(-fabsf(__fsub_rn(x, o.m)));
+  const float rescaled = __fmaf_rn(o.s, e, 1.0f), added = __fadd_rn(o.s, e);
+  float s, m;
+  asm("{ .reg .pred up;\n\t"
+      "setp.gt.f32 up, %2, %3;\n\t"
+      "selp.f32 %0, %4, %5, up;\n\t"
+      "selp.f32 %1, %2, %3, up; }"
+      : "=f"(s), "=f"(m)
+      : "f"(x), "f"(o.m), "f"(rescaled), "f"(added));
+  o.s = s;
+  o.m = m;
+}
+
+// The true m of a floored lane: a lane still at the floor saw only -Inf and NaN (true m -Inf, s 0 or
+// NaN) or also -FLT_MAX itself (true m -FLT_MAX, s >= 1 or NaN). Only s NaN leaves both open; then the
+// lane's elements (`count` of them, `stride` apart from `at`) are read again, which happens only for
+// a lane of NaN beside nothing above -FLT_MAX.
+__device__ __forceinline__ void unfloor(Online& o, const float* at, int count, int stride) {
+  if (o.m != kFloor || o.s >= 1.0f) return;
+  bool floor_seen = false;
+  if (o.s != 0.0f)
+    for (int i = 0; i < count; ++i) floor_seen = floor_seen || at[i * stride] == kFloor;
+  if (!floor_seen) o.m = -INFINITY;
+}
+
 __device__ __forceinline__ Online combine(Online a, Online b) {
   if (b.m > a.m) return {b.m, __fmaf_rn(a.s, expf(__fsub_rn(a.m, b.m)), b.s)};
   if (b.m == -INFINITY) return a;
@@ -635,8 +669,10 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kBackwardThr
 // written again by its thread after the output pass, so that the pass itself compares nothing.
 // The segments' results travel by st.async into every block's slots, each block waiting on its own
 // barrier for the 8 it reads (no cluster barrier a row), and the segment tree's cross-warp levels run
-// in warp 0 behind one block barrier. Measured on the H200 (bench/NOTES.md): 75 % of the copy at
-// N 8192, V 151552, against 45 % for the kernel whose threads load the logits.
+// in warp 0 behind one block barrier. The walk's running max starts at -FLT_MAX (kFloored;
+// online_add_floored), so that an element costs no -Inf test, and each lane's true max is restored
+// after the walk. Measured on the H200 (bench/NOTES.md): 75 % of the copy at N 8192, V 151552
+// (before the floor), against 45 % for the kernel whose threads load the logits.
 
 __device__ __forceinline__ uint32_t shared_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -725,7 +761,7 @@ __device__ __forceinline__ void store_lanes(float* at, const float (&v)[kL]) {
   }
 }
 
-template <int kThreads, int kChunks>
+template <int kThreads, int kChunks, bool kFloored>
 __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     fused_backward_bulk_kernel(CrossEntropy a) {
   constexpr int kL = kSegmentLanes / kThreads;
@@ -782,7 +818,7 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
     const float g = static_cast<const float*>(a.g)[row];
     Online o[kL];
 #pragma unroll
-    for (int j = 0; j < kL; ++j) o[j] = {-INFINITY, 0.0f};
+    for (int j = 0; j < kL; ++j) o[j] = {kFloored ? kFloor : -INFINITY, 0.0f};
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       wait_parity(&full[c], static_cast<uint32_t>(parity));
@@ -793,9 +829,15 @@ __global__ void __cluster_dims__(kSegments, 1, 1) __launch_bounds__(kThreads, 2)
         float v[kL];
         shared_lanes<kL>(v, from);
 #pragma unroll
-        for (int j = 0; j < kL; ++j) online_add_selected(o[j], v[j]);
+        for (int j = 0; j < kL; ++j) {
+          if constexpr (kFloored) online_add_floored(o[j], v[j]);
+          else online_add_selected(o[j], v[j]);
+        }
       }
     }
+    if constexpr (kFloored)
+#pragma unroll
+      for (int j = 0; j < kL; ++j) unfloor(o[j], buffer + j, walked, kSegmentLanes);
     const Online r = lanes_tree<kL, kThreads>(o, sm_m, sm_s);
     if (q < 32) {
       // slot[parity] is free: the other blocks push this row's results only after they received
@@ -875,17 +917,17 @@ void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   launch_persistent<fused_backward_kernel<kBuffered, kVector>>(kBackwardThreads, shared_bytes, a, stream);
 }
 
-template <int kThreads, int kChunks>
+template <int kThreads, int kChunks, bool kFloored = true>
 void launch_fused_backward_bulk(const CrossEntropy& a, cudaStream_t stream) {
   const size_t shared_bytes = static_cast<size_t>(fused_segment_span(a.vocab)) * sizeof(float);
-  launch_persistent<fused_backward_bulk_kernel<kThreads, kChunks>>(kThreads, shared_bytes, a, stream);
+  launch_persistent<fused_backward_bulk_kernel<kThreads, kChunks, kFloored>>(kThreads, shared_bytes, a, stream);
 }
 
 // The fused backward's kernels. The bulk-copy kernel where V % 4 == 0, the rows are 16-byte aligned
 // and a segment fits on chip; else the kernel whose threads load the logits (4-vectors where
 // aligned). The ILP knob picks the bulk kernel's shape for the benchmarks (bench/NOTES.md): the
-// default, 512 threads refilling their buffer in 4 runs; 1, the same in 8 runs; 2, in 2 runs; 4, 256
-// threads, 4 runs.
+// default, 512 threads refilling their buffer in 4 runs; 1, the same in 8 runs; 2, the default's
+// shape with the -Inf test an element (the walk without the floor); 4, 256 threads, 4 runs.
 void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
   const bool buffered = fused_segment_span(a.vocab) <= kFusedBufferedMaxSpan;
   const bool vector = a.vocab % 4 == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
@@ -894,7 +936,7 @@ void launch_fused_backward(const CrossEntropy& a, cudaStream_t stream) {
     if (a.ilp == 1) {
       launch_fused_backward_bulk<512, 8>(a, stream);
     } else if (a.ilp == 2) {
-      launch_fused_backward_bulk<512, 2>(a, stream);
+      launch_fused_backward_bulk<512, 4, false>(a, stream);
     } else if (a.ilp == 4) {
       launch_fused_backward_bulk<256, 4>(a, stream);
     } else {

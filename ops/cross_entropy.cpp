@@ -121,6 +121,7 @@ enum RowFamily {
   kLarge,     // magnitudes up to FLT_MAX beside moderate ones
   kSpecial,   // moderate with NaN or +Inf sprinkled
   kSmallInt,  // integers in [-8, 8]
+  kFloor,     // -Inf with NaN and -FLT_MAX, one in eight each: nothing above -FLT_MAX
   kFamilies
 };
 
@@ -157,6 +158,7 @@ void fill_row(Tensor& x, int64_t i, int64_t V, RowFamily f, uint64_t& s) {
       }
       case kSpecial: set(j, (r >> 12) % 16 == 0 ? ((r >> 20) & 1 ? NAN : kInf) : moderate); break;
       case kSmallInt: set(j, static_cast<float>(static_cast<int>((r >> 12) % 17) - 8)); break;
+      case kFloor: set(j, (r >> 12) % 8 == 0 ? NAN : (r >> 12) % 8 == 1 ? -std::numeric_limits<float>::max() : -kInf); break;
       default: set(j, moderate);
     }
   }
@@ -218,7 +220,7 @@ rc::Gen<Case> generate(Direction dir) {
 // --- classes ---------------------------------------------------------------------------------
 
 struct RowFacts {
-  bool neg_inf = false, pos_inf = false, nan = false, all_neg_inf = true, large = false;
+  bool neg_inf = false, pos_inf = false, nan = false, all_neg_inf = true, large = false, neg_max = false, above_neg_max = false;
   bool tie_max = false, dominant = false;
 };
 
@@ -233,6 +235,8 @@ RowFacts row_facts(const Tensor& x, int64_t i, int64_t V) {
     f.pos_inf = f.pos_inf || v == std::numeric_limits<float>::infinity();
     f.all_neg_inf = f.all_neg_inf && v == -std::numeric_limits<float>::infinity();
     f.large = f.large || (std::isfinite(v) && std::fabs(v) >= 0x1p100f);
+    f.neg_max = f.neg_max || v == -std::numeric_limits<float>::max();
+    f.above_neg_max = f.above_neg_max || v > -std::numeric_limits<float>::max();
     if (v > m) {
       m = v;
       at_max = 1;
@@ -288,6 +292,9 @@ CaseClasses classes(const Case& c) {
     if (f.pos_inf) k.tags.push_back("logits:+inf");
     if (f.large) k.tags.push_back("logits:large");
     if (f.tie_max) k.tags.push_back("row:tied_max");
+    // NaN beside -FLT_MAX and nothing above it: where a running max that starts at -FLT_MAX rather
+    // than -Inf must tell a true max of -FLT_MAX from -Inf (the fused backward's walk).
+    if (f.nan && f.neg_max && !f.above_neg_max) k.tags.push_back("row:nan_and_-max_only");
     if (ignored) {
       k.tags.push_back("label=ignored");
       continue;
@@ -310,7 +317,8 @@ std::vector<std::string> required_tags(Direction dir) {
                                    "kernel=ilp", "V=1", "V=151552", "V=dispatch_boundary", "ilp_row_shift",
                                    "ignore_index=class", "logits:-inf", "row:all_-inf", "logits:nan", "logits:+inf",
                                    "logits:large", "row:tied_max", "row:S==1_at_label", "label=ignored", "label=0",
-                                   "label=V-1", "label=argmax", "fused:empty_segment", "fused:partial_step"};
+                                   "label=V-1", "label=argmax", "fused:empty_segment", "fused:partial_step",
+                                   "row:nan_and_-max_only"};
   if (dir == Direction::kBackward) tags.push_back("fused:unbuffered");
   if (dir == Direction::kBackward) tags.push_back("fused:scalar_rows");
   if (dir == Direction::kBackward)
@@ -387,6 +395,51 @@ Case glm_case(Direction dir, int64_t N, int64_t V, uint64_t seed) {
   return c;
 }
 
+// Rows of -Inf, NaN and -FLT_MAX at V 16384, where each of a fused segment's 1024 lanes walks two
+// elements (j and j + 1024 of its segment): lanes holding NaN beside -FLT_MAX in either order (true
+// max -FLT_MAX), NaN beside -Inf only (true max -Inf), -FLT_MAX alone and twice, lanes of one thread
+// (2q, 2q + 1) with different ones, the same beside a segment of moderate values, the generator's
+// kFloor family, and ordinary rows. The running max of the fused backward's walk starts at -FLT_MAX
+// and must give each lane's true max back.
+Case floor_lanes_case(Direction dir) {
+  constexpr int64_t N = 12, V = 16384, S = fused_segment_span(V);
+  constexpr float kInf = std::numeric_limits<float>::infinity(), kMax = std::numeric_limits<float>::max();
+  static_assert(S == 2 * kFusedSegmentLanes);
+  Case c;
+  c.op = kWho;
+  c.direction = dir;
+  Tensor x(DType::kFP32, {N, V});
+  for (int64_t i = 0; i < N * V; ++i) x.set_f32(i, -kInf);
+  // Element `step` of lane `lane` in segment `seg`.
+  auto at = [&](int64_t row, int64_t seg, int64_t lane, int64_t step, float v) {
+    x.set_f32(row * V + seg * S + step * kFusedSegmentLanes + lane, v);
+  };
+  at(0, 0, 5, 0, NAN), at(0, 0, 5, 1, -kMax);  // NaN, then -FLT_MAX
+  at(1, 2, 5, 0, NAN);                          // NaN beside -Inf
+  at(2, 1, 5, 0, -kMax), at(2, 1, 5, 1, -kMax); // -FLT_MAX twice
+  at(3, 7, 6, 0, -kMax), at(3, 7, 6, 1, NAN);   // -FLT_MAX, then NaN
+  at(4, 3, 4, 1, NAN), at(4, 3, 5, 0, -kMax);   // one thread's two lanes: NaN beside -Inf; -FLT_MAX
+  at(5, 0, 9, 1, NAN), at(5, 0, 8, 0, -kMax), at(5, 0, 8, 1, NAN);
+  uint64_t s = 0x5eed;
+  for (int64_t row : {6, 7}) {  // row 5's lanes beside a segment of moderate values, before and after them
+    for (int64_t j = 0; j < S; ++j) x.set_f32(row * V + (row == 6 ? 4 : 0) * S + j, about_normal(s));
+    at(row, row == 6 ? 0 : 4, 9, 1, NAN), at(row, row == 6 ? 0 : 4, 8, 0, -kMax), at(row, row == 6 ? 0 : 4, 8, 1, NAN);
+  }
+  for (int64_t row : {8, 9}) fill_row(x, row, V, kFloor, s);
+  for (int64_t row : {10, 11}) fill_row(x, row, V, kGlm, s);
+  std::vector<int64_t> labels(static_cast<size_t>(N));
+  for (int64_t i = 0; i < N; ++i) labels[static_cast<size_t>(i)] = static_cast<int64_t>(splitmix64_next(s) % V);
+  labels[3] = kDefaultIgnoreIndex;
+  c.inputs["logits"] = std::move(x);
+  c.inputs["labels"] = labels_tensor(labels);
+  if (dir == Direction::kBackward) {
+    Tensor g(DType::kFP32, {N});
+    for (int64_t i = 0; i < N; ++i) g.set_f32(i, 1.0f / 4096);
+    c.inputs["g"] = g;
+  }
+  return c;
+}
+
 std::vector<ReferenceInput> reference_inputs(Direction dir) {
   struct Shape2 {
     int64_t N, V;
@@ -401,6 +454,7 @@ std::vector<ReferenceInput> reference_inputs(Direction dir) {
   for (const Shape2& s : kShapes)
     out.push_back({"rows" + std::to_string(s.N) + "_V" + std::to_string(s.V), {},
                    [s, dir] { return glm_case(dir, s.N, s.V, 71); }, s.bench_only});
+  out.push_back({"rows12_V16384_floor_lanes", {}, [dir] { return floor_lanes_case(dir); }});
   return out;
 }
 
