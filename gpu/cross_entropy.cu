@@ -217,11 +217,12 @@ __device__ __forceinline__ void online_add_selected(Online& o, float x) {
 }
 
 // The same step on a lane whose running max starts at -FLT_MAX (the floor) instead of -Inf, so that
-// no element needs the -Inf test: while every element so far is -Inf or NaN (the true max -Inf), x - m
-// is -Inf for x = -Inf (e = 0, s + 0 = s), NaN for NaN, and for x = -FLT_MAX or above e is 0 or lies
-// in (0, 1] while s is 0 or NaN, giving the same 1 (or NaN) as the rescale from -Inf; so s is the same
-// at every step and m is max(true m, -FLT_MAX). expf(-|x - m|) is expf of the branch's argument
-// (x > m makes x - m > 0; else x - m <= 0 or NaN). unfloor() restores the true m after the walk.
+// no element needs the -Inf test: while every element so far is -Inf or NaN (the true max -Inf, s 0
+// or NaN), x - m is -Inf for x = -Inf (e = 0, s + 0 = s), NaN for NaN; x = -FLT_MAX gives e = 1 and
+// s + 1, any x above it e = 0 and fma(s, 0, 1): the same 1 (or NaN) as the rescale from -Inf. So s is
+// the same at every step and m is max(true m, -FLT_MAX). expf(-|x - m|) has the value of the branch's
+// expf (x > m makes x - m > 0; else x - m <= 0 or NaN; at x == m the zero's sign differs and expf(+-0)
+// is 1). unfloor() restores the true m after the walk.
 constexpr float kFloor = -3.40282346638528859811704183484516925e+38f;  // -FLT_MAX
 
 __device__ __forceinline__ void online_add_floored(Online& o, float x) {
