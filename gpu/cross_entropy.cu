@@ -15,6 +15,7 @@
 #include "gpu/cross_entropy_kernels.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -223,7 +224,7 @@ __device__ __forceinline__ void online_add_selected(Online& o, float x) {
 // the same at every step and m is max(true m, -FLT_MAX). expf(-|x - m|) has the value of the branch's
 // expf (x > m makes x - m > 0; else x - m <= 0 or NaN; at x == m the zero's sign differs and expf(+-0)
 // is 1). unfloor() restores the true m after the walk.
-constexpr float kFloor = -3.40282346638528859811704183484516925e+38f;  // -FLT_MAX
+constexpr float kFloor = -FLT_MAX;
 
 __device__ __forceinline__ void online_add_floored(Online& o, float x) {
   const float e = expf(-fabsf(__fsub_rn(x, o.m)));
