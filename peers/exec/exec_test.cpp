@@ -335,6 +335,39 @@ TEST(ExecBackend, AnswersOutOfProtocolAreDeviceFaults) {
   EXPECT_NE(m.find("id"), std::string::npos) << m;
 }
 
+// A worker that keeps writing without ending its line is held to the timeout like a silent one,
+// and each byte is searched for the newline once: with the whole buffer searched again after every
+// read, the reader fell behind a fast writer, never saw EAGAIN, and so never looked at the clock
+// (minutes before the line limit ended it).
+TEST(ExecBackend, ALineThatNeverEndsIsADeviceFaultAtTheTimeout) {
+  Registry r = testing::make_fake_registry();
+  WorkerOptions o = shell_worker("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"strict\"]}}';"
+                                 "read line; exec cat /dev/zero");
+  o.request_seconds = 1;
+  o.max_line_bytes = size_t{128} << 20;
+  add_exec_backend(r, "w", o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string m = message_of([&] { run_impl(r, "w:strict", testing::toy_case(1, 1, {1})); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(m.find("within the timeout") != std::string::npos || m.find("longer than") != std::string::npos) << m;
+  EXPECT_LT(waited, 8.0);
+}
+
+// A worker (or a child it left behind) that floods stderr without end does not keep bitparity from
+// its deadline either: stderr is drained a budget at a time.
+TEST(ExecBackend, AStderrFloodDoesNotOutlastTheTimeout) {
+  Registry r = testing::make_fake_registry();
+  WorkerOptions o = shell_worker("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"strict\"]}}';"
+                                 "read line; exec cat /dev/zero >&2");
+  o.request_seconds = 1;
+  add_exec_backend(r, "w", o);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string m = message_of([&] { run_impl(r, "w:strict", testing::toy_case(1, 1, {1})); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(m.find("within the timeout"), std::string::npos) << m;
+  EXPECT_LT(waited, 8.0);
+}
+
 TEST(ServeWorker, AnswersRequestsRejectionsAndItsOwnProtocolErrors) {
   const Registry r = testing::make_fake_registry();
   json ok = case_to_json(testing::toy_case(1, 2, {1, 2}));

@@ -199,24 +199,29 @@ void WorkerProcess::write_all(const std::string& bytes, Clock::time_point deadli
 
 std::string WorkerProcess::read_line(Clock::time_point deadline, const char* waiting_for) {
   char chunk[65536];
+  size_t scanned = 0;  // buffer_[0, scanned) holds no newline: each byte is searched once
   for (;;) {
-    const size_t newline = buffer_.find('\n');
+    const size_t newline = buffer_.find('\n', scanned);
     if (newline != std::string::npos) {
       std::string line = buffer_.substr(0, newline);
       buffer_.erase(0, newline + 1);
       return line;
     }
+    scanned = buffer_.size();
     if (buffer_.size() > options_.max_line_bytes)
       fault("its line is longer than " + std::to_string(options_.max_line_bytes) + " bytes");
     const ssize_t n = read(io_fd_, chunk, sizeof chunk);
     if (n > 0) {
       buffer_.append(chunk, static_cast<size_t>(n));
+      // A worker that keeps writing without ending its line is held to the deadline like a silent one.
+      if (std::memchr(chunk, '\n', static_cast<size_t>(n)) == nullptr && Clock::now() >= deadline)
+        fault(std::string(waiting_for) + " did not end within the timeout (its line was still growing)");
       continue;
     }
     if (n == 0) fault(std::string("it closed its output while bitparity waited for ") + waiting_for);
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
       fault(std::string("cannot read from it (") + std::strerror(errno) + ")");
-    if (Clock::now() >= deadline) fault(std::string("no ") + waiting_for + " within the timeout");
+    if (Clock::now() >= deadline) fault(std::string(waiting_for) + " did not come within the timeout");
     pollfd fds[2] = {{io_fd_, POLLIN, 0}, {stderr_fd_, POLLIN, 0}};
     poll(fds, 2, poll_ms(deadline));
     drain_stderr();
@@ -225,14 +230,20 @@ std::string WorkerProcess::read_line(Clock::time_point deadline, const char* wai
 
 void WorkerProcess::drain_stderr() {
   if (stderr_fd_ < 0) return;
-  char chunk[4096];
-  for (;;) {
+  // At most a budget a call, so that a worker (or a child it left behind) writing stderr without end
+  // cannot keep bitparity here: the rest is read at the next call, and a fault's message keeps the tail.
+  const size_t budget = std::max(options_.stderr_keep_bytes, size_t{1} << 20);
+  char chunk[65536];
+  for (size_t taken = 0; taken < budget;) {
     const ssize_t n = read(stderr_fd_, chunk, sizeof chunk);
-    if (n <= 0) return;
+    if (n <= 0) break;
+    taken += static_cast<size_t>(n);
     stderr_tail_.append(chunk, static_cast<size_t>(n));
-    if (stderr_tail_.size() > options_.stderr_keep_bytes)
+    if (stderr_tail_.size() > 2 * options_.stderr_keep_bytes)
       stderr_tail_.erase(0, stderr_tail_.size() - options_.stderr_keep_bytes);
   }
+  if (stderr_tail_.size() > options_.stderr_keep_bytes)
+    stderr_tail_.erase(0, stderr_tail_.size() - options_.stderr_keep_bytes);
 }
 
 void WorkerProcess::stop() {
