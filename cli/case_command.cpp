@@ -48,7 +48,15 @@ int import_case(const Registry& registry, const ImportFlags& flags) {
   } catch (const ParseError& e) {
     throw ParseError("", flags.file + ": " + e.what());
   }
-  write_output(flags.out, doc.dump(2) + "\n");
+  const std::string text = doc.dump(2) + "\n";
+  // Hex doubles a tensor's bytes: a .safetensors file within the limits can make a JSON document
+  // past the limit every reader holds files to. Written, it could not be read back.
+  if (text.size() > kMaxDocumentBytes)
+    throw ParseError("", flags.file + ": as bitparity-case/1 JSON it would take " + std::to_string(text.size()) +
+                             " bytes, past the " + std::to_string(kMaxDocumentBytes) +
+                             "-byte limit on the documents bitparity reads; run, diff and replay read the "
+                             ".safetensors file itself");
+  write_output(flags.out, text);
   return kExitOk;
 }
 

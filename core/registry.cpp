@@ -128,7 +128,17 @@ std::pair<const Impl*, const ContractInfo*> checked(const Registry& registry, co
     throw RejectError("shape", c.op + " has no " + std::string(direction_name(c.direction)) + " direction");
   for (const TensorSpec& s : specs->second)
     if (!s.optional && !c.input(s.name)) throw RejectError("shape", c.op + ": missing required input " + s.name);
-  if (info->validate) info->validate(c, *contract_info);
+  if (info->validate) {
+    // Outputs are held to the limits a file's inputs are held to (check_shape_limits): empty inputs
+    // with large dims must not make an implementation allocate or loop over 2^28 output elements.
+    for (const auto& [name, meta] : info->validate(c, *contract_info)) {
+      try {
+        check_shape_limits(meta.shape);
+      } catch (const std::invalid_argument& e) {
+        throw RejectError("shape", c.op + ": output " + name + ": " + e.what());
+      }
+    }
+  }
   return {impl, contract_info};
 }
 
