@@ -96,13 +96,18 @@ void check_backend(const Registry& registry, const OpInfo& op, const std::string
 }
 
 // The whole check of one stored entry, run-free: the case parses against its op; the pair names
-// the op's contracts; a case whose finding is not an error mismatch passes the op's validate
+// the op's contracts; the signature says what the entry says; a case whose finding is not an error mismatch passes the op's validate
 // under both contracts (both sides ran it).
 ValidEntry validate_entry(const corpus::StoredEntry& stored, const Registry& registry, const fs::path& out) {
   const corpus::Entry entry = corpus::entry_from_json(stored.document, stored.path, registry);
   const OpInfo& op = *registry.op(entry.c.op);  // case_from_json found it
   if (!is_plain_name(op.name)) throw ParseError("", stored.path.string() + ": op: not a plain name");
   for (const std::string& backend : {entry.pair.a, entry.pair.b}) check_backend(registry, op, backend, stored.path);
+  try {
+    corpus::check_signature(entry, op);
+  } catch (const ParseError& e) {
+    throw ParseError("", stored.path.string() + ": " + e.what());
+  }
   if (entry.kind != corpus::kErrorMismatch && op.validate)
     for (const std::string& backend : {entry.pair.a, entry.pair.b}) try {
         op.validate(entry.c, *op.contract(split_backend_name(backend).second));
@@ -138,72 +143,6 @@ std::vector<reports::Report> read_reports(const fs::path& dir) {
     }
   }
   return found;
-}
-
-struct ShardId {
-  int64_t index = 0, count = 0;
-};
-
-// "2/4" -> {2, 4}; nullopt on any other form, or an index outside [0, count).
-std::optional<ShardId> parse_shard(const std::string& text) {
-  const size_t slash = text.find('/');
-  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() || slash > 18 || text.size() - slash > 19)
-    return std::nullopt;
-  const std::string a = text.substr(0, slash), b = text.substr(slash + 1);
-  if (a.find_first_not_of("0123456789") != std::string::npos || b.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  const ShardId id{std::stoll(a), std::stoll(b)};
-  if (id.count < 1 || id.index >= id.count) return std::nullopt;
-  return id;
-}
-
-// Shards of one campaign: the same seed and shard count, each shard once. Returns the count.
-int64_t check_shards(const std::vector<reports::Report>& reports) {
-  std::set<int64_t> seen;
-  int64_t count = 0;
-  for (size_t r = 0; r < reports.size(); ++r) {
-    const reports::RunInfo& run = reports[r].run;
-    if (run.seed != reports.front().run.seed)
-      throw std::runtime_error("the reports come from different campaigns: seed " + std::to_string(run.seed) +
-                               " and seed " + std::to_string(reports.front().run.seed));
-    if (run.shards.empty()) throw std::runtime_error("a report names no shard (run.shards is empty)");
-    for (const std::string& text : run.shards) {
-      const std::optional<ShardId> id = parse_shard(text);
-      if (!id) throw std::runtime_error("run.shards: " + excerpt(text) + " is not INDEX/COUNT with INDEX < COUNT");
-      if (count == 0) count = id->count;
-      if (id->count != count)
-        throw std::runtime_error("the reports split the campaign differently: shard " + text + " of " +
-                                 std::to_string(count) + " shards");
-      if (!seen.insert(id->index).second)
-        throw std::runtime_error("shard " + text + " appears twice; each shard is counted once");
-    }
-  }
-  if (static_cast<int64_t>(seen.size()) != count)
-    std::cerr << "warning: merging " << seen.size() << " of " << count << " shards; the counts cover only those\n";
-  return count;
-}
-
-// Every count of every report added into one int64 (all are non-negative, report_from_json checks
-// it): when the grand total fits, so does every sum merge_reports and the totals make.
-void check_counts_fit(const std::vector<reports::Report>& reports) {
-  int64_t total = 0;
-  auto add = [&total](int64_t n) {
-    if (n < 0 || __builtin_add_overflow(total, n, &total))
-      throw std::runtime_error("the reports' counts overflow a 64-bit count when added; refusing to merge");
-  };
-  for (const reports::Report& r : reports) {
-    for (const reports::PairCounts& c : r.counts) {
-      add(c.cases), add(c.agreements), add(c.known_findings);
-      for (const auto* counts : {&c.skips, &c.mismatches, &c.new_findings, &c.ulp_histogram})
-        for (const auto& [name, n] : *counts) add(n);
-    }
-    for (const reports::Coverage& c : r.coverage) {
-      add(c.cases);
-      for (const auto& [tag, n] : c.tags) add(n);
-    }
-    for (const auto& [backend, n] : r.run.batch_failures) add(n);
-    add(static_cast<int64_t>(r.findings.size()));
-  }
 }
 
 // The merged report's findings as the unsharded run lists them: each signature's record from the
@@ -261,8 +200,8 @@ int merge(const MergeFlags& flags, const Registry& registry) {
     if (found.empty()) std::cerr << "warning: no bitparity-report/1 file under " << dir << "; its counts are missing\n";
     shards.insert(shards.end(), found.begin(), found.end());
   }
-  if (!shards.empty()) check_shards(shards);
-  check_counts_fit(shards);
+  if (!shards.empty()) reports::check_shards(shards);
+  reports::check_counts_fit(shards);
 
   std::map<std::string, std::string> written;  // signature -> path
   for (const ValidEntry& entry : to_write) {

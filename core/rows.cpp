@@ -24,10 +24,14 @@ int64_t row_count(const OpInfo& op, const Case& c) {
   return rows;
 }
 
+bool rows_within(int64_t first, int64_t count, int64_t total) {
+  return first >= 0 && count >= 0 && first <= total && count <= total - first;
+}
+
 Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n) {
-  if (t.rank() == 0 || r0 < 0 || n < 0 || r0 + n > t.dim(0))
-    throw std::out_of_range("rows [" + std::to_string(r0) + ", " + std::to_string(r0 + n) + ") of a tensor of shape " +
-                            shape_string(t.shape()));
+  if (t.rank() == 0 || !rows_within(r0, n, t.dim(0)))
+    throw std::out_of_range("the rows from " + std::to_string(r0) + " (" + std::to_string(n) +
+                            " of them) of a tensor of shape " + shape_string(t.shape()));
   Shape shape = t.shape();
   const size_t row_bytes = t.dim(0) > 0 ? t.nbytes() / static_cast<size_t>(t.dim(0)) : 0;
   shape[0] = n;

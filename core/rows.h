@@ -20,6 +20,10 @@ std::vector<std::string> row_input_names(const OpInfo& op, Direction direction);
 // when they disagree, and returns -1 when the case has none.
 int64_t row_count(const OpInfo& op, const Case& c);
 
+// Whether rows [first, first + count) lie within `total` rows: both non-negative and count <= total -
+// first, so that no sum of a hostile file's int64 fields can wrap past the check.
+bool rows_within(int64_t first, int64_t count, int64_t total);
+
 // Rows [r0, r0 + n) of a tensor whose first dimension is rows; rank and other dims unchanged.
 // Throws std::out_of_range when the rows are not all there.
 Tensor tensor_rows(const Tensor& t, int64_t r0, int64_t n);

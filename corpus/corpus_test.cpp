@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 
 #include <gtest/gtest.h>
 
 #include "core/case_json.h"
 #include "core/error.h"
+#include "core/rows.h"
 #include "corpus/entry.h"
 #include "corpus/replay.h"
 #include "testing/scratch.h"
@@ -451,7 +453,27 @@ TEST_F(CorpusTest, AnInvarianceEntryReplaysTheRowsAloneAgainstTheWholeCase) {
   EXPECT_EQ(broken([](auto& d) { d["finding"].erase("rows"); }), "finding.rows: missing");
   EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["count"] = 0; }).rfind("finding.rows.count:", 0), 0u);
   EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["first"] = -1; }).rfind("finding.rows.first:", 0), 0u);
-  EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["first"] = 3; }).rfind("finding.rows: rows [3, 4)", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["first"] = 3; }),
+            "finding.rows: the rows from 3 (1 of them) are not all in the case's 3 rows");
+  // Fields whose sum wraps past int64 are out of range as well: first + count must not turn negative
+  // and pass the check (replay then read before the case's rows).
+  static constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["first"] = kMax; }).rfind("finding.rows: the rows from", 0), 0u);
+  EXPECT_EQ(broken([](auto& d) {
+              d["finding"]["rows"]["first"] = kMax - 100000;
+              d["finding"]["rows"]["count"] = 100001;
+            }).rfind("finding.rows: the rows from", 0),
+            0u);
+  EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["count"] = kMax; }).rfind("finding.rows: the rows from", 0), 0u);
+  // And the cut itself, wherever its rows come from.
+  const Tensor three = testing::toy_case(3, 2, {1, 2, 3, 4, 5, 6}).inputs.at("x");
+  EXPECT_THROW(tensor_rows(three, kMax, 1), std::out_of_range);
+  EXPECT_THROW(tensor_rows(three, kMax - 1, 2), std::out_of_range);
+  EXPECT_THROW(tensor_rows(three, 1, kMax), std::out_of_range);
+  EXPECT_EQ(tensor_rows(three, 1, 2).dim(0), 2);
+  EXPECT_TRUE(rows_within(3, 0, 3));
+  EXPECT_FALSE(rows_within(4, 0, 3));
+  EXPECT_FALSE(rows_within(kMax, kMax, kMax));
   EXPECT_EQ(broken([](auto& d) { d["finding"]["pair"] = {"rowcount:exact", "ref:exact"}; }).rfind("finding.pair:", 0), 0u);
   EXPECT_EQ(broken([](auto& d) { d["finding"]["kind"] = "bit_mismatch"; }).rfind("finding.rows: only", 0), 0u);
   fs::remove_all(dir);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <tuple>
 #include <system_error>
 
 #include "core/case_json.h"
@@ -9,6 +11,7 @@
 #include "core/json_strict.h"
 #include "core/rows.h"
 #include "core/safe_file.h"
+#include "corpus/reproducer.h"
 
 namespace bitparity::corpus {
 namespace {
@@ -92,6 +95,43 @@ std::string prefixed(const fs::path& path, const ParseError& e) { return path.st
 
 }  // namespace
 
+// The signature is what campaigns and merges deduplicate on, so it must say what the entry says: its
+// op, direction, pair (in name order), kind and output, and two class fields (the classes of the case
+// the finding was first seen on, which shrinking keeps), with no control character. Where the kind
+// names an output by its name (a bit mismatch, a difference past the bound, a row that changes), the
+// output is one the op has.
+void check_signature(const Entry& entry, const OpInfo& op) {
+  if (std::any_of(entry.signature.begin(), entry.signature.end(),
+                  [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
+    throw ParseError("finding.signature", "holds a control character");
+  // A reproducer (a failing property's or GPU test's case) has a signature of its own form.
+  if (entry.signature.rfind("reproducer|", 0) == 0) {
+    if (entry.signature != reproducer_signature(entry.c, entry.kind, entry.pair))
+      throw ParseError("finding.signature", excerpt(entry.signature) + " is not this reproducer's " +
+                                                excerpt(reproducer_signature(entry.c, entry.kind, entry.pair)));
+    return;
+  }
+  const std::optional<SignatureFields> f = parse_signature(entry.signature);
+  if (!f) throw ParseError("finding.signature", "expected 8 fields separated by '|', got " + excerpt(entry.signature));
+  const std::string first = std::min(entry.pair.a, entry.pair.b), second = std::max(entry.pair.a, entry.pair.b);
+  const std::string output = entry.output.empty() ? "-" : entry.output;
+  const std::string direction(direction_name(entry.c.direction));
+  for (const auto& [field, got, want] : {std::tuple<const char*, const std::string&, const std::string&>{"op", f->op, entry.c.op},
+                                         {"direction", f->direction, direction},
+                                         {"first backend", f->a, first},
+                                         {"second backend", f->b, second},
+                                         {"kind", f->kind, entry.kind},
+                                         {"output", f->output, output}})
+    if (got != want)
+      throw ParseError("finding.signature", std::string("its ") + field + " is " + excerpt(got) + " where the entry's is " +
+                                                excerpt(want));
+  if (entry.kind == kBitMismatch || entry.kind == kUlpOverBudget || entry.kind == kInvarianceViolation) {
+    const std::vector<TensorSpec>& outputs = op.output_specs(entry.c.direction);
+    if (std::none_of(outputs.begin(), outputs.end(), [&](const TensorSpec& s) { return s.name == entry.output; }))
+      throw ParseError("finding.output", excerpt(entry.output) + " is not an output of " + op.name + " " + direction);
+  }
+}
+
 std::string default_pin(const BackendPair& pair, std::string_view same_contract_pin) {
   return std::string(pair.same_contract() ? same_contract_pin : kPinDivergence);
 }
@@ -125,7 +165,13 @@ Entry load_entry(const fs::path& path, const Registry& registry) {
   } catch (const ParseError& e) {
     throw ParseError("", prefixed(path, e));
   }
-  return entry_from_json(doc, path, registry);
+  Entry entry = entry_from_json(doc, path, registry);
+  try {
+    check_signature(entry, *registry.op(entry.c.op));
+  } catch (const ParseError& e) {
+    throw ParseError("", prefixed(path, e));
+  }
+  return entry;
 }
 
 Entry entry_from_json(const json& doc, const fs::path& path, const Registry& registry) {
@@ -136,10 +182,10 @@ Entry entry_from_json(const json& doc, const fs::path& path, const Registry& reg
     read_finding(doc, entry);
     if (entry.rows) {
       const int64_t total = row_count(*registry.op(entry.c.op), entry.c);
-      if (entry.rows->first + entry.rows->count > total)
-        throw ParseError("finding.rows", "rows [" + std::to_string(entry.rows->first) + ", " +
-                                             std::to_string(entry.rows->first + entry.rows->count) +
-                                             ") are not all in the case's " + std::to_string(total) + " rows");
+      if (!rows_within(entry.rows->first, entry.rows->count, total))
+        throw ParseError("finding.rows", "the rows from " + std::to_string(entry.rows->first) + " (" +
+                                             std::to_string(entry.rows->count) + " of them) are not all in the case's " +
+                                             std::to_string(total) + " rows");
     }
     return entry;
   } catch (const ParseError& e) {

@@ -61,8 +61,13 @@ struct Entry {
 // Reads and validates an entry against the registry. Every problem is a ParseError whose message
 // starts with the file and names the field ("corpus/swiglu/3f9a.json: finding.pair: ...").
 Entry load_entry(const std::filesystem::path& path, const Registry& registry);
-// The same checks on a document already read (merge validates the very document it writes).
+// The same checks on a document already read (merge validates the very document it writes), but for
+// the signature's (check_signature), which merge makes after its own checks of the pair.
 Entry entry_from_json(const nlohmann::json& doc, const std::filesystem::path& path, const Registry& registry);
+// The signature says what the entry says (op, direction, pair in name order, kind, output; 8 fields,
+// no control character), and a kind that names an output by its name names one the op has. A
+// ParseError naming the field (finding.signature, finding.output).
+void check_signature(const Entry& entry, const OpInfo& op);
 
 // Every *.json under `dir`, recursively, sorted; empty when `dir` does not exist.
 std::vector<std::filesystem::path> find_json_files(const std::filesystem::path& dir);

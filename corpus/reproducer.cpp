@@ -13,13 +13,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// What names the file beside the case: a reproducer is not a campaign finding (it has no shape or
-// value class), but the same kind on the same pair is the same failure.
+}  // namespace
+
 std::string reproducer_signature(const Case& c, const std::string& kind, const std::optional<BackendPair>& pair) {
   return "reproducer|" + case_title(c) + "|" + (pair ? pair->name() : std::string("-")) + "|" + kind;
 }
-
-}  // namespace
 
 fs::path failure_dir(const fs::path& dir) {
   if (!dir.empty()) return dir;

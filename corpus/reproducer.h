@@ -21,6 +21,10 @@ inline constexpr std::string_view kDefaultFailureDir = "bitparity-failures";
 // `dir` when given, else $BITPARITY_FAILURE_DIR when set and not empty, else ./bitparity-failures.
 std::filesystem::path failure_dir(const std::filesystem::path& dir = {});
 
+// What names the file beside the case: a reproducer is not a campaign finding (it has no shape or
+// value class), but the same kind on the same pair is the same failure.
+std::string reproducer_signature(const Case& c, const std::string& kind, const std::optional<BackendPair>& pair);
+
 // The reproducer document: the case, plus "finding" {kind, message} and, when a pair is given,
 // the pair. For a differential kind (bit_mismatch, shape_mismatch, error_mismatch) the finding also
 // gets an empty output and a signature, with pins "open": replay checks it like a corpus entry,

@@ -258,6 +258,22 @@ TEST_F(MergeTest, d03_InvalidEntriesAreRejectedBeforeAnythingIsWritten) {
   // The toy's exact contract rejects rank 3: a bit mismatch cannot have come from such a case.
   bad([](json& e) { e["inputs"]["x"]["shape"] = {1, 1, 2}; }, "rejects");
   bad([](json& e) { e["provenance"]["seed"] = -1; }, "provenance.seed");
+  // The signature (what campaigns and merges deduplicate on) must say what the entry says, and a
+  // bit mismatch names an output the op has: otherwise one shard's entry could stand for another's.
+  bad([](json& e) { e["finding"]["signature"] = "gemm|fwd|cuda:cublas|cuda:cublas|ulp_over_budget|y|rows=1|plain"; },
+      "finding.signature: its op");
+  bad([](json& e) { e["finding"]["kind"] = "sanitizer_hazard"; }, "finding.signature: its kind");
+  bad([](json& e) { e["finding"]["signature"] = "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|rows=1|plain\nx"; },
+      "control character");
+  bad([](json& e) { e["finding"]["signature"] = "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|y|plain"; },
+      "expected 8 fields");
+  bad([](json& e) { e["finding"]["pair"] = {"ref:sloppy", "ref:exact"}; e["finding"]["output"] = "z"; },
+      "finding.signature: its output");
+  bad([](json& e) {
+        e["finding"]["output"] = "z";
+        e["finding"]["signature"] = "toy|fwd|ref:exact|ref:sloppy|bit_mismatch|z|rows=1|plain";
+      },
+      "finding.output: \"z\" is not an output");
 }
 
 TEST_F(MergeTest, d09_CountsMustBeNonNegativeAndAddWithoutWrapping) {

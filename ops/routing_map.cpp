@@ -11,6 +11,7 @@
 #include <rapidcheck.h>
 
 #include "core/error.h"
+#include "core/rows.h"
 #include "core/gen.h"
 #include "core/random.h"
 #include "core/sum_bound.h"
@@ -210,7 +211,7 @@ Cut tokens_cut(int64_t r0, int64_t n) {
 
 Case cut(const Case& c, const Cut& k) {
   const Routing r = read(c.op, c.input(kMap));
-  if (k.r0 < 0 || k.n < 0 || k.r0 + k.n > r.tokens) throw std::logic_error("routing_map::cut: rows out of range");
+  if (!rows_within(k.r0, k.n, r.tokens)) throw std::logic_error("routing_map::cut: rows out of range");
   const std::vector<int64_t> experts = k.experts.empty() ? iota(0, r.experts) : k.experts;
   const int64_t E = static_cast<int64_t>(experts.size());
   Tensor map(DType::kBool, {k.n, E});
@@ -254,7 +255,7 @@ Case take_rows(const Case& c, int64_t r0, int64_t n) {
   Case out = c;
   for (const char* name : {"tokens", "d_out", kMap, kProbs}) {
     const Tensor* t = c.input(name);
-    if (!t || t->rank() == 0 || t->dim(0) < r0 + n) continue;
+    if (!t || t->rank() == 0 || !rows_within(r0, n, t->dim(0))) continue;
     Shape shape = t->shape();
     const size_t row_bytes = shape[0] > 0 ? t->nbytes() / static_cast<size_t>(shape[0]) : 0;
     shape[0] = n;

@@ -35,8 +35,9 @@ Report read_report(const fs::path& file) {
   }
 }
 
-// One report, or the shards of one campaign merged: reports of different campaigns would sum
-// counts that mean nothing together.
+// One report, or the shards of one campaign merged, held to what `merge` requires: reports of
+// different campaigns, or one shard twice, would sum counts that mean nothing together, and counts
+// whose sum wraps would show as anything.
 Report read_reports(const std::vector<fs::path>& files) {
   std::vector<Report> reports;
   for (const fs::path& file : files) {
@@ -45,6 +46,13 @@ Report read_reports(const std::vector<fs::path>& files) {
       throw std::runtime_error(file.string() + ": seed " + std::to_string(reports.back().run.seed) + " differs from " +
                                files.front().string() + "'s " + std::to_string(reports.front().run.seed) +
                                "; pass the reports of one campaign (its shards), or one report");
+  }
+  try {
+    if (reports.size() > 1) check_shards(reports);
+    check_counts_fit(reports);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("--report: ") + e.what() +
+                             "; pass one report, or the reports of one campaign's shards, each once");
   }
   return reports.size() == 1 ? reports.front() : merge_reports(reports);
 }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -190,6 +191,18 @@ TEST(DashboardData, BrokenOrMissingSourcesNameTheFile) {
   std::ofstream(dir / "other.json") << other.dump();
   const std::string mixed = message_of([&] { load_dashboard({{kData / "report.json", dir / "other.json"}, {}, {}}); });
   EXPECT_NE(mixed.find("other.json: seed 12 differs"), std::string::npos) << mixed;
+
+  // Nor one report twice (every count doubled), nor counts whose sum wraps: what `merge` refuses.
+  const std::string twice = message_of([&] { load_dashboard({{kData / "report.json", kData / "report.json"}, {}, {}}); });
+  EXPECT_NE(twice.find("--report: "), std::string::npos) << twice;
+  nlohmann::json big = nlohmann::json::parse(std::ifstream(kData / "report.json"));
+  big["counts"][0]["cases"] = std::numeric_limits<int64_t>::max();
+  big["run"]["shards"] = {"0/2"};
+  std::ofstream(dir / "big0.json") << big.dump();
+  big["run"]["shards"] = {"1/2"};
+  std::ofstream(dir / "big1.json") << big.dump();
+  const std::string wraps = message_of([&] { load_dashboard({{dir / "big0.json", dir / "big1.json"}, {}, {}}); });
+  EXPECT_NE(wraps.find("overflow"), std::string::npos) << wraps;
 
   // A corpus entry without its finding.
   fs::create_directories(dir / "corpus" / "swiglu");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -111,6 +113,26 @@ PairCounts counts_from_json(const json& j, const std::string& f) {
   c.known_findings = get_count(j, "known_findings", f);
   // Reports written before histograms were kept have no "ulp_histogram".
   if (j.contains("ulp_histogram")) c.ulp_histogram = get_count_map(j, "ulp_histogram", f);
+  // Each case of a pair is one agreement, skip or mismatch, and each mismatch is known or new: the
+  // parts cannot exceed the whole (sums checked for overflow, each count being non-negative).
+  auto sum = [&f](std::initializer_list<int64_t> parts, std::initializer_list<const std::map<std::string, int64_t>*> maps) {
+    int64_t total = 0;
+    auto add = [&](int64_t n) {
+      if (__builtin_add_overflow(total, n, &total)) throw ParseError(f, "counts whose sum overflows a 64-bit count");
+    };
+    for (int64_t n : parts) add(n);
+    for (const auto* m : maps)
+      for (const auto& [name, n] : *m) add(n);
+    return total;
+  };
+  const int64_t outcomes = sum({c.agreements, c.bounded_agreements}, {&c.skips, &c.mismatches});
+  if (outcomes > c.cases)
+    throw ParseError(path_of(f, "cases"), std::to_string(c.cases) + " cases, fewer than their " + std::to_string(outcomes) +
+                                              " agreements, skips and mismatches");
+  const int64_t mismatches = sum({}, {&c.mismatches}), findings = sum({c.known_findings}, {&c.new_findings});
+  if (findings > mismatches)
+    throw ParseError(path_of(f, "mismatches"), std::to_string(mismatches) + " mismatches, fewer than their " +
+                                                   std::to_string(findings) + " known and new findings");
   return c;
 }
 
@@ -288,6 +310,23 @@ std::string pad(const std::string& text, size_t width, bool right) {
   if (text.size() >= width) return text;
   const std::string fill(width - text.size(), ' ');
   return right ? fill + text : text + fill;
+}
+
+struct ShardId {
+  int64_t index = 0, count = 0;
+};
+
+// "2/4" -> {2, 4}; nullopt on any other form, or an index outside [0, count).
+std::optional<ShardId> parse_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size() || slash > 18 || text.size() - slash > 19)
+    return std::nullopt;
+  const std::string a = text.substr(0, slash), b = text.substr(slash + 1);
+  if (a.find_first_not_of("0123456789") != std::string::npos || b.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  const ShardId id{std::stoll(a), std::stoll(b)};
+  if (id.count < 1 || id.index >= id.count) return std::nullopt;
+  return id;
 }
 
 }  // namespace
@@ -477,6 +516,55 @@ Report merge_reports(const std::vector<Report>& reports) {
       }
     }
   return merged;
+}
+
+// Shards of one campaign: the same seed and shard count, each shard once. Returns the count.
+int64_t check_shards(const std::vector<Report>& reports) {
+  std::set<int64_t> seen;
+  int64_t count = 0;
+  for (size_t r = 0; r < reports.size(); ++r) {
+    const RunInfo& run = reports[r].run;
+    if (run.seed != reports.front().run.seed)
+      throw std::runtime_error("the reports come from different campaigns: seed " + std::to_string(run.seed) +
+                               " and seed " + std::to_string(reports.front().run.seed));
+    if (run.shards.empty()) throw std::runtime_error("a report names no shard (run.shards is empty)");
+    for (const std::string& text : run.shards) {
+      const std::optional<ShardId> id = parse_shard(text);
+      if (!id) throw std::runtime_error("run.shards: " + excerpt(text) + " is not INDEX/COUNT with INDEX < COUNT");
+      if (count == 0) count = id->count;
+      if (id->count != count)
+        throw std::runtime_error("the reports split the campaign differently: shard " + text + " of " +
+                                 std::to_string(count) + " shards");
+      if (!seen.insert(id->index).second)
+        throw std::runtime_error("shard " + text + " appears twice; each shard is counted once");
+    }
+  }
+  if (static_cast<int64_t>(seen.size()) != count)
+    std::cerr << "warning: merging " << seen.size() << " of " << count << " shards; the counts cover only those\n";
+  return count;
+}
+
+// Every count of every report added into one int64 (all are non-negative, report_from_json checks
+// it): when the grand total fits, so does every sum merge_reports and the totals make.
+void check_counts_fit(const std::vector<Report>& reports) {
+  int64_t total = 0;
+  auto add = [&total](int64_t n) {
+    if (n < 0 || __builtin_add_overflow(total, n, &total))
+      throw std::runtime_error("the reports' counts overflow a 64-bit count when added; refusing to merge");
+  };
+  for (const Report& r : reports) {
+    for (const PairCounts& c : r.counts) {
+      add(c.cases), add(c.agreements), add(c.known_findings);
+      for (const auto* counts : {&c.skips, &c.mismatches, &c.new_findings, &c.ulp_histogram})
+        for (const auto& [name, n] : *counts) add(n);
+    }
+    for (const Coverage& c : r.coverage) {
+      add(c.cases);
+      for (const auto& [tag, n] : c.tags) add(n);
+    }
+    for (const auto& [backend, n] : r.run.batch_failures) add(n);
+    add(static_cast<int64_t>(r.findings.size()));
+  }
 }
 
 }  // namespace bitparity::reports

@@ -119,4 +119,11 @@ std::string text_table(const Report& report);
 // signature that two shards found is one new finding and one known).
 Report merge_reports(const std::vector<Report>& reports);
 
+// What merging reports requires, checked before merge_reports (`merge` and `report` alike): shards
+// of one campaign (one seed, one shard count, each shard once; a warning names missing shards),
+// returning the shard count; and every count non-negative with a grand total that fits an int64, so
+// that no sum merge_reports or a total makes can wrap. Both throw std::runtime_error saying why.
+int64_t check_shards(const std::vector<Report>& reports);
+void check_counts_fit(const std::vector<Report>& reports);
+
 }  // namespace bitparity::reports

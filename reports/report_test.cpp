@@ -2,6 +2,8 @@
 // the text table, and merging shards.
 #include <cctype>
 #include <cstring>
+#include <functional>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -120,6 +122,36 @@ TEST(ReportJson, MalformedCoverageAndHistogramsNameTheField) {
   j = report_to_json(sample());
   j["coverage"] = "everything";
   EXPECT_THROW(report_from_json(j), ParseError);
+}
+
+// A pair's counts are parts of its cases: each case one agreement, skip or mismatch, each mismatch
+// known or new. A report whose parts exceed the whole is refused, naming the field.
+TEST(ReportJson, CountsThatExceedTheirCasesAreRefused) {
+  auto field_of = [](const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json j = report_to_json(sample());
+    edit(j);
+    try {
+      report_from_json(j);
+    } catch (const ParseError& e) {
+      return e.field();
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(field_of([](nlohmann::json&) {}), "accepted");
+  EXPECT_EQ(field_of([](nlohmann::json& j) { j["counts"][0]["agreements"] = 1000; }), "counts[0].cases");
+  EXPECT_EQ(field_of([](nlohmann::json& j) { j["counts"][0]["cases"] = 499; }), "counts[0].cases");
+  EXPECT_EQ(field_of([](nlohmann::json& j) { j["counts"][0]["skips"]["made_up"] = 1; }), "counts[0].cases");
+  EXPECT_EQ(field_of([](nlohmann::json& j) { j["counts"][0]["known_findings"] = 180; }), "counts[0].mismatches");
+  EXPECT_EQ(field_of([](nlohmann::json& j) { j["counts"][0]["new_findings"]["bit_mismatch"] = 500; }),
+            "counts[0].mismatches");
+  // Sums that would wrap are refused, not compared after wrapping.
+  EXPECT_EQ(field_of([](nlohmann::json& j) {
+              j["counts"][0]["agreements"] = std::numeric_limits<int64_t>::max();
+              j["counts"][0]["cases"] = std::numeric_limits<int64_t>::max();
+            }),
+            "counts[0]");
+  // Parts short of the whole are accepted: only parts past it are impossible.
+  EXPECT_EQ(field_of([](nlohmann::json& j) { j["counts"][0]["cases"] = 501; }), "accepted");
 }
 
 TEST(ReportJson, MalformedDocumentsNameTheField) {
