@@ -465,6 +465,27 @@ TEST_F(CorpusTest, AnInvarianceEntryReplaysTheRowsAloneAgainstTheWholeCase) {
             }).rfind("finding.rows: the rows from", 0),
             0u);
   EXPECT_EQ(broken([](auto& d) { d["finding"]["rows"]["count"] = kMax; }).rfind("finding.rows: the rows from", 0), 0u);
+  // Rows refused alone while the whole case computes name no output (diff_rows): such an entry reads.
+  EXPECT_EQ(broken([](auto& d) {
+              d["finding"]["output"] = "";
+              std::string sig = d["finding"]["signature"];
+              sig.replace(sig.find("|y|"), 3, "|-|");
+              d["finding"]["signature"] = sig;
+            }),
+            "no error");
+  EXPECT_EQ(broken([](auto& d) {
+              d["finding"]["output"] = "z";
+              std::string sig = d["finding"]["signature"];
+              sig.replace(sig.find("|y|"), 3, "|z|");
+              d["finding"]["signature"] = sig;
+            }).rfind("finding.output:", 0),
+            0u);
+  // A case whose row input is a scalar has no rows to name: the file and the field, not a logic_error.
+  EXPECT_EQ(broken([](auto& d) {
+              d["inputs"]["x"]["shape"] = nlohmann::json::array();
+              d["inputs"]["x"]["hex"] = "3f80";
+            }).rfind("finding.rows:", 0),
+            0u);
   // And the cut itself, wherever its rows come from.
   const Tensor three = testing::toy_case(3, 2, {1, 2, 3, 4, 5, 6}).inputs.at("x");
   EXPECT_THROW(tensor_rows(three, kMax, 1), std::out_of_range);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <stdexcept>
 #include <tuple>
 #include <system_error>
 
@@ -99,7 +100,7 @@ std::string prefixed(const fs::path& path, const ParseError& e) { return path.st
 // op, direction, pair (in name order), kind and output, and two class fields (the classes of the case
 // the finding was first seen on, which shrinking keeps), with no control character. Where the kind
 // names an output by its name (a bit mismatch, a difference past the bound, a row that changes), the
-// output is one the op has.
+// output is one the op has (an invariance_violation may name none: rows refused alone).
 void check_signature(const Entry& entry, const OpInfo& op) {
   if (std::any_of(entry.signature.begin(), entry.signature.end(),
                   [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f; }))
@@ -125,7 +126,10 @@ void check_signature(const Entry& entry, const OpInfo& op) {
     if (got != want)
       throw ParseError("finding.signature", std::string("its ") + field + " is " + excerpt(got) + " where the entry's is " +
                                                 excerpt(want));
-  if (entry.kind == kBitMismatch || entry.kind == kUlpOverBudget || entry.kind == kInvarianceViolation) {
+  // An invariance_violation without an output is rows refused alone while the whole case computes.
+  const bool names_output = entry.kind == kBitMismatch || entry.kind == kUlpOverBudget ||
+                            (entry.kind == kInvarianceViolation && !entry.output.empty());
+  if (names_output) {
     const std::vector<TensorSpec>& outputs = op.output_specs(entry.c.direction);
     if (std::none_of(outputs.begin(), outputs.end(), [&](const TensorSpec& s) { return s.name == entry.output; }))
       throw ParseError("finding.output", excerpt(entry.output) + " is not an output of " + op.name + " " + direction);
@@ -181,7 +185,12 @@ Entry entry_from_json(const json& doc, const fs::path& path, const Registry& reg
     entry.c = case_from_json(doc, registry);
     read_finding(doc, entry);
     if (entry.rows) {
-      const int64_t total = row_count(*registry.op(entry.c.op), entry.c);
+      int64_t total = 0;
+      try {
+        total = row_count(*registry.op(entry.c.op), entry.c);
+      } catch (const std::logic_error& e) {  // a row input that is a scalar, or row counts that disagree
+        throw ParseError("finding.rows", e.what());
+      }
       if (!rows_within(entry.rows->first, entry.rows->count, total))
         throw ParseError("finding.rows", "the rows from " + std::to_string(entry.rows->first) + " (" +
                                              std::to_string(entry.rows->count) + " of them) are not all in the case's " +

@@ -62,10 +62,12 @@ struct Entry {
 // starts with the file and names the field ("corpus/swiglu/3f9a.json: finding.pair: ...").
 Entry load_entry(const std::filesystem::path& path, const Registry& registry);
 // The same checks on a document already read (merge validates the very document it writes), but for
-// the signature's (check_signature), which merge makes after its own checks of the pair.
+// the signature's (check_signature): merge makes it after its own checks of the pair, and replay,
+// which compares the pair again and deduplicates nothing, does not.
 Entry entry_from_json(const nlohmann::json& doc, const std::filesystem::path& path, const Registry& registry);
-// The signature says what the entry says (op, direction, pair in name order, kind, output; 8 fields,
-// no control character), and a kind that names an output by its name names one the op has. A
+// The signature says what the entry says: a campaign's (8 fields) names the op, direction, pair in
+// name order, kind and output, with no control character, and a kind that names an output by its
+// name names one the op has; a reproducer's (corpus/reproducer.h) is reproducer_signature's. A
 // ParseError naming the field (finding.signature, finding.output).
 void check_signature(const Entry& entry, const OpInfo& op);
 
