@@ -335,10 +335,12 @@ TEST(ExecBackend, AnswersOutOfProtocolAreDeviceFaults) {
   EXPECT_NE(m.find("id"), std::string::npos) << m;
 }
 
-// A worker that keeps writing without ending its line is held to the timeout like a silent one,
-// and each byte is searched for the newline once: with the whole buffer searched again after every
-// read, the reader fell behind a fast writer, never saw EAGAIN, and so never looked at the clock
-// (minutes before the line limit ended it).
+// A worker that keeps writing without ending its line is held to the timeout like a silent one.
+// With the whole buffer searched again after every read, a reader fed a line of about 400 MiB fell
+// behind the writer, never saw EAGAIN and so never looked at the clock; now each byte is searched
+// once and the clock is read after every read. This test guards the timeout with a line of at most
+// 128 MiB, which the old reader also ended in time: it does not reproduce that hang, which needs
+// hundreds of megabytes.
 TEST(ExecBackend, ALineThatNeverEndsIsADeviceFaultAtTheTimeout) {
   Registry r = testing::make_fake_registry();
   WorkerOptions o = shell_worker("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"strict\"]}}';"
@@ -354,7 +356,8 @@ TEST(ExecBackend, ALineThatNeverEndsIsADeviceFaultAtTheTimeout) {
 }
 
 // A worker (or a child it left behind) that floods stderr without end does not keep bitparity from
-// its deadline either: stderr is drained a budget at a time.
+// its deadline either: stderr is drained a budget at a time. (The old unbounded drain also passed
+// this test: it guards the timeout, it did not catch a failure.)
 TEST(ExecBackend, AStderrFloodDoesNotOutlastTheTimeout) {
   Registry r = testing::make_fake_registry();
   WorkerOptions o = shell_worker("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"strict\"]}}';"
