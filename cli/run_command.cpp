@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/util.h"
 #include "core/case_json.h"
+#include "core/json_strict.h"
 #include "core/safe_file.h"
 
 namespace bitparity::cli {
@@ -20,7 +21,11 @@ int run(const Registry& registry, const RunFlags& flags) {
   const TensorMap outputs = run_impl(registry, flags.backend, c);  // RejectError: main prints it, exit 2
   nlohmann::json result = case_to_json(c);
   result["outputs"] = tensors_to_json(outputs);
-  write_output(flags.out, result.dump(2) + "\n");
+  const std::string text = result.dump(2) + "\n";
+  write_output(flags.out, text);
+  if (text.size() > kMaxDocumentBytes)  // outputs in hex may pass the limit that the inputs kept to
+    std::cerr << "warning: the result is " << (text.size() >> 20) << " MiB, more than the " << (kMaxDocumentBytes >> 20)
+              << " MiB that bitparity reads in a JSON document: `run --case` and `case` will refuse it as a case\n";
   return kExitOk;
 }
 

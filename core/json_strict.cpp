@@ -166,7 +166,22 @@ std::string json_type(const json& value) {
 
 std::string path_of(const std::string& field, const std::string& key) { return field.empty() ? key : field + "." + key; }
 
-std::string excerpt(std::string_view text) { return "\"" + cut(std::string(text.substr(0, kExcerptChars + 1)), kExcerptChars) + "\""; }
+std::string excerpt(std::string_view text) {
+  // As a JSON string: control characters (a terminal's escape sequences) and broken UTF-8 are
+  // shown escaped or replaced, never written raw to the user's terminal or log.
+  return json(cut(std::string(text.substr(0, kExcerptChars + 1)), kExcerptChars))
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string printable(std::string text, size_t max_bytes) {
+  if (text.size() > max_bytes) text = text.substr(0, max_bytes) + "...";
+  for (char& ch : text)
+    if (ch == '\n' || ch == '\r' || ch == '\t')
+      ch = ' ';
+    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
+      ch = '?';
+  return text;
+}
 
 const json& require(const json& object, const std::string& key, const std::string& field) {
   if (!object.is_object()) throw ParseError(field, "expected an object, got " + json_type(object));

@@ -65,8 +65,14 @@ std::vector<std::string> get_strings(const nlohmann::json& object, const std::st
 std::map<std::string, int64_t> get_count_map(const nlohmann::json& object, const std::string& key,
                                              const std::string& field);
 
-// A user's string for a message: quoted, and cut to a few dozen characters.
+// A user's string for a message: cut to a few dozen characters and quoted as a JSON string
+// (control characters escaped, broken UTF-8 replaced).
 std::string excerpt(std::string_view text);
+
+// Another program's message (a worker's, a plug-in's) for the user's terminal and log: control
+// characters (escape sequences included) shown as '?', line ends and tabs as spaces, and at most
+// max_bytes.
+std::string printable(std::string text, size_t max_bytes = 4096);
 
 // The same checks on a value already in hand; `path` is its full path.
 std::string as_string(const nlohmann::json& value, const std::string& path);

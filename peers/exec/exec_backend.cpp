@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -61,13 +62,28 @@ Hello read_hello(const Registry& registry, const std::string& worker, const std:
 
 // One case's answer (a single request's answer, or an element of a batch's "results"): the
 // outputs, or the RejectError / backend error it reports. ParseError when it is none of them.
-TensorMap outputs_of(const std::string& worker, const json& answer, const std::string& field) {
-  if (answer.contains("outputs")) return tensors_from_json(require_object(answer, "outputs", field), path_of(field, "outputs"));
+TensorMap outputs_of(const std::string& worker, const json& answer, const std::string& field,
+                     const std::vector<TensorSpec>& declared) {
+  if (answer.contains("outputs")) {
+    // Only the op's own outputs: a name the op does not have would reach a finding, and the
+    // corpus entry's signature, which no reader of the corpus accepts.
+    const json& outputs = require_object(answer, "outputs", field);
+    for (const auto& [name, value] : outputs.items())
+      if (std::none_of(declared.begin(), declared.end(), [&](const TensorSpec& s) { return s.name == name; }))
+        throw ParseError(path_of(field, "outputs"), "the op has no output " + excerpt(name));
+    return tensors_from_json(outputs, path_of(field, "outputs"));
+  }
   if (answer.contains("reject")) {
     const json& reject = require_object(answer, "reject", field);
-    throw RejectError(get_string(reject, "class", path_of(field, "reject")), get_string(reject, "message", path_of(field, "reject")));
+    // The class goes into findings' signatures, which are '|'-separated and free of control
+    // characters: it is a name like the op's own classes (shape, dtype, attr, ...).
+    const std::string error_class = get_string(reject, "class", path_of(field, "reject"));
+    if (!valid_kind_name(error_class))
+      throw ParseError(path_of(path_of(field, "reject"), "class"),
+                       "expected a name matching [a-z][a-z0-9_]* such as \"shape\", got " + excerpt(error_class));
+    throw RejectError(error_class, printable(get_string(reject, "message", path_of(field, "reject"))));
   }
-  if (answer.contains("error")) throw std::runtime_error("worker " + worker + ": " + get_string(answer, "error", field));
+  if (answer.contains("error")) throw std::runtime_error("worker " + worker + ": " + printable(get_string(answer, "error", field)));
   throw ParseError(field, "expected one of \"outputs\", \"reject\" or \"error\"");
 }
 
@@ -85,10 +101,11 @@ json answer_to(WorkerProcess& worker, const std::string& line, int64_t id) {
 }
 
 // The worker's answer to request `id`: the outputs, or the RejectError / backend error it reports.
-TensorMap read_answer(WorkerProcess& worker, const std::string& line, int64_t id) {
+TensorMap read_answer(WorkerProcess& worker, const std::string& line, int64_t id,
+                      const std::vector<TensorSpec>& declared) {
   const json answer = answer_to(worker, line, id);
   try {
-    return outputs_of(worker.options().name, answer, "");
+    return outputs_of(worker.options().name, answer, "", declared);
   } catch (const ParseError& e) {
     worker.reset();
     throw DeviceFault("worker " + worker.options().name + " broke the protocol: " + e.what());
@@ -97,7 +114,8 @@ TensorMap read_answer(WorkerProcess& worker, const std::string& line, int64_t id
 
 // The worker's answer to batch request `id` of `n` cases: each case's outcome, in order. An
 // "error" for the whole batch (a request the worker could not read) throws std::runtime_error.
-std::vector<BatchOutcome> read_batch_answer(WorkerProcess& worker, const std::string& line, int64_t id, size_t n) {
+std::vector<BatchOutcome> read_batch_answer(WorkerProcess& worker, const std::string& line, int64_t id, size_t n,
+                                            const std::vector<TensorSpec>& declared) {
   const json answer = answer_to(worker, line, id);
   const std::string& name = worker.options().name;
   std::vector<BatchOutcome> out(n);
@@ -112,7 +130,7 @@ std::vector<BatchOutcome> read_batch_answer(WorkerProcess& worker, const std::st
       const std::string field = path_of("results", std::to_string(i));
       if (!results[i].is_object()) throw ParseError(field, "expected an object, got " + json_type(results[i]));
       try {
-        out[i].outputs = outputs_of(name, results[i], field);
+        out[i].outputs = outputs_of(name, results[i], field, declared);
       } catch (const ParseError&) {
         throw;
       } catch (...) {
@@ -228,13 +246,14 @@ std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry,
   registry.add_backend(backend);
   auto next_id = std::make_shared<std::atomic<int64_t>>(1);
   for (const auto& [op, contract] : implemented) {
-    registry.add_impl(op, kind, contract, [workers, next_id](const Case& c, const ContractInfo& info) {
+    const std::map<Direction, std::vector<TensorSpec>> outputs = registry.op(op)->outputs;  // read_hello checked the op
+    registry.add_impl(op, kind, contract, [workers, next_id, outputs](const Case& c, const ContractInfo& info) {
       const int64_t id = next_id->fetch_add(1);
       json request = case_to_json(c);
       request["id"] = id;
       request["contract"] = info.name;
       const Pool::Taken taken(*workers);
-      return read_answer(taken.worker(), taken.worker().request(request.dump()), id);
+      return read_answer(taken.worker(), taken.worker().request(request.dump()), id, outputs.at(c.direction));
     });
     if (!batch) continue;
     // Batch requests of consecutive cases, each within kWorkerBatchBytes of inputs (one case at
@@ -243,8 +262,8 @@ std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry,
     // turn, so that the case that caused it is the one that meets it. A batch request has one
     // case's time (request_seconds), so that a hang costs one timeout, not one a case; a batch of
     // slow cases that runs out of it is run again case by case, each with that time.
-    registry.add_batch_impl(op, kind, contract, [workers, next_id](const std::vector<const Case*>& cases,
-                                                                   const ContractInfo& info) {
+    registry.add_batch_impl(op, kind, contract, [workers, next_id, outputs](const std::vector<const Case*>& cases,
+                                                                            const ContractInfo& info) {
       std::vector<BatchOutcome> out;
       out.reserve(cases.size());
       for (size_t first = 0; first < cases.size();) {
@@ -256,7 +275,8 @@ std::vector<std::shared_ptr<WorkerProcess>> add_exec_backend(Registry& registry,
         for (size_t i = first; i < last; ++i) list.push_back(case_to_json(*cases[i]));
         const json request = {{"id", id}, {"contract", info.name}, {"batch", std::move(list)}};
         const Pool::Taken taken(*workers);
-        for (BatchOutcome& o : read_batch_answer(taken.worker(), taken.worker().request(request.dump()), id, last - first))
+        for (BatchOutcome& o : read_batch_answer(taken.worker(), taken.worker().request(request.dump()), id, last - first,
+                                                 outputs.at(cases.front()->direction)))
           out.push_back(std::move(o));
         first = last;
       }

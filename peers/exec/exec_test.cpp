@@ -335,6 +335,70 @@ TEST(ExecBackend, AnswersOutOfProtocolAreDeviceFaults) {
   EXPECT_NE(m.find("id"), std::string::npos) << m;
 }
 
+// An answer may hold only the op's outputs: a name the op lacks (here with an escape character)
+// would become a finding, and a corpus entry whose signature no reader of the corpus accepts; so
+// would a rejection class that is no name (a '|' or a control character). Single and batch
+// answers alike are protocol breaks then; the same answers with the op's own output name and a
+// plain class are read. A worker's message reaches the user without its control characters.
+TEST(ExecBackend, AnswersThatNoCorpusEntryCouldHoldBreakTheProtocol) {
+  // A worker that answers every request, single or batch (of one case), with `answer`.
+  const auto worker = [](const std::string& answer) {
+    std::string script = R"(printf '%s\n' '{"format": "bitparity-worker/1", "batch": true, "implements": {"toy": ["strict"]}}'
+while read -r line; do
+  id=$(printf '%s' "$line" | sed 's/.*"id":\([0-9]*\).*/\1/')
+  answer='ANSWER'
+  case "$line" in
+    *'"batch"'*) printf '{"id": %s, "results": [{%s}]}\n' "$id" "$answer" ;;
+    *) printf '{"id": %s, %s}\n' "$id" "$answer" ;;
+  esac
+done)";
+    script.replace(script.find("ANSWER"), 6, answer);
+    return shell_worker(script);
+  };
+  const auto outputs = [](const std::string& name) {
+    return "\"outputs\": {\"" + name + "\": {\"dtype\": \"bf16\", \"shape\": [1, 1], \"hex\": \"3f80\"}}";
+  };
+  const auto reject = [](const std::string& error_class) {
+    return "\"reject\": {\"class\": \"" + error_class + "\", \"message\": \"no\\u001b[2J\\nway\"}";
+  };
+  const Case c = testing::toy_case(1, 1, {1});
+  {
+    Registry r = testing::make_fake_registry();
+    add_exec_backend(r, "w", worker(outputs("y")));
+    EXPECT_EQ(run_impl(r, "w:strict", c).count("y"), 1u);
+    const std::vector<BatchOutcome> batch = run_batch_impl(r, "w:strict", {&c});
+    ASSERT_EQ(batch.size(), 1u);
+    EXPECT_FALSE(batch[0].error);
+    EXPECT_EQ(batch[0].outputs.count("y"), 1u);
+  }
+  {
+    Registry r = testing::make_fake_registry();
+    add_exec_backend(r, "w", worker(reject("shape")));
+    try {
+      run_impl(r, "w:strict", c);
+      ADD_FAILURE() << "a rejection was read as outputs";
+    } catch (const RejectError& e) {
+      EXPECT_EQ(e.error_class(), "shape");
+      EXPECT_EQ(std::string(e.what()), "no?[2J way");
+    }
+  }
+  for (const auto& [answer, says] : {std::pair<std::string, std::string>{outputs("y\\u001b[2J"), "has no output"},
+                                     {outputs("z"), "has no output"},
+                                     {reject("shape|x"), "reject.class"},
+                                     {reject("sh\\u0007ape"), "reject.class"},
+                                     {reject(""), "reject.class"}}) {
+    Registry r = testing::make_fake_registry();
+    add_exec_backend(r, "w", worker(answer));
+    const std::string single = message_of([&] { run_impl(r, "w:strict", c); });
+    EXPECT_NE(single.find("broke the protocol"), std::string::npos) << answer << ": " << single;
+    EXPECT_NE(single.find(says), std::string::npos) << answer << ": " << single;
+    EXPECT_EQ(single.find_first_of("\x07\x1b"), std::string::npos) << answer << ": the message carries a raw control character";
+    const std::string batch = message_of([&] { run_batch_impl(r, "w:strict", {&c}); });
+    EXPECT_NE(batch.find("broke the protocol"), std::string::npos) << answer << ": " << batch;
+    EXPECT_NE(batch.find(says), std::string::npos) << answer << ": " << batch;
+  }
+}
+
 // A worker that keeps writing without ending its line is held to the timeout like a silent one.
 // With the whole buffer searched again after every read, a reader fed a line of about 400 MiB fell
 // behind the writer, never saw EAGAIN and so never looked at the clock; now each byte is searched

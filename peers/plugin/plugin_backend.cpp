@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 
 #include "bitparity/plugin.h"
 #include "core/error.h"
+#include "core/json_strict.h"
 #ifdef BITPARITY_HAVE_CUDA
 #include "gpu/common/device_tensor.h"
 #include "gpu/runtime.h"
@@ -137,19 +139,24 @@ extern "C" int32_t allocate_output(const bitparity_call* call, const char* name,
   };
   *data = nullptr;
   if (!name) return refuse("allocate_output without a name");
-  const std::string output(name, strnlen(name, 256));
+  const std::string_view raw(name, strnlen(name, 256));
+  const std::string output = excerpt(raw);  // quoted, for messages
+  // Only the outputs the op has (the expected outputs): another name would reach a finding, and a
+  // corpus entry whose signature no reader of the corpus accepts.
+  if (std::none_of(state.expected.begin(), state.expected.end(), [&](const auto& t) { return t->name == raw; }))
+    return refuse("allocate_output(" + output + "): the op has no output of that name");
   const std::optional<DType> type = dtype_of(dtype);
   if (!type) return refuse("allocate_output(" + output + "): dtype " + std::to_string(dtype) + " is no bitparity_dtype");
   if (rank < 0 || rank > kMaxTensorRank || (rank > 0 && !shape))
     return refuse("allocate_output(" + output + "): rank " + std::to_string(rank) + " is outside 0.." +
                   std::to_string(kMaxTensorRank));
-  if (state.allocated.count(output)) return refuse("allocate_output(" + output + "): allocated twice");
+  if (state.allocated.count(std::string(raw))) return refuse("allocate_output(" + output + "): allocated twice");
   Shape dims(shape, shape + rank);
   try {
     check_shape_limits(dims);
-    *data = state.memory.add_output(output, *type, dims);
+    *data = state.memory.add_output(std::string(raw), *type, dims);
     if (shape_numel(dims) == 0) *data = nullptr;
-    state.allocated.insert(output);
+    state.allocated.insert(std::string(raw));
   } catch (const std::exception& e) {
     *data = nullptr;
     return refuse("allocate_output(" + output + ", " + shape_string(dims) + "): " + e.what());
@@ -237,10 +244,14 @@ TensorMap call_plugin(Plugin& plugin, const Validate& validate, const Case& c, c
       break;
     case BITPARITY_REJECT: {
       const std::string error_class = bounded(error.error_class);
-      throw RejectError(error_class.empty() ? "reject" : error_class, who + ": " + bounded(error.message));
+      // The class goes into findings' signatures ('|'-separated, no control characters).
+      if (!error_class.empty() && !valid_kind_name(error_class))
+        throw std::runtime_error(who + " rejected the case with the class " + excerpt(error_class) +
+                                 ", which is no name matching [a-z][a-z0-9_]* (" + printable(bounded(error.message)) + ")");
+      throw RejectError(error_class.empty() ? "reject" : error_class, who + ": " + printable(bounded(error.message)));
     }
     case BITPARITY_ERROR: {
-      std::string message = who + ": " + bounded(error.message);
+      std::string message = who + ": " + printable(bounded(error.message));
       if (!state.allocation_error.empty()) message += " (" + state.allocation_error + ")";
       throw std::runtime_error(message);
     }

@@ -184,6 +184,24 @@ TEST(Plugin, ErrorsRejectionsAndUnknownStatusesAreReportedAsSuch) {
     EXPECT_EQ(diff_case(registry, c, {"rejects:glm45", "ref:glm45"}).kind, corpus::kErrorMismatch);
   }
   {
+    // A class that is no name (a '|', an escape) would break findings' signatures: a backend error,
+    // whose message shows no raw control character.
+    const Registry registry = with_plugin("bad_class");
+    const Outcome o = run_side(registry, "bad_class:glm45", c);
+    EXPECT_EQ(o.reject_class, corpus::kBackendError);
+    EXPECT_NE(o.message.find("is no name"), std::string::npos) << o.message;
+    EXPECT_NE(o.message.find("g_router:?[2J no way"), std::string::npos) << o.message;
+    EXPECT_EQ(o.message.find('\x1b'), std::string::npos) << o.message;
+  }
+  {
+    // An output the op lacks is refused at allocation; the plug-in's error carries the refusal.
+    const Registry registry = with_plugin("other_output");
+    const Outcome o = run_side(registry, "other_output:glm45", c);
+    EXPECT_EQ(o.reject_class, corpus::kBackendError);
+    EXPECT_NE(o.message.find("the op has no output of that name"), std::string::npos) << o.message;
+    EXPECT_EQ(o.message.find('\x1b'), std::string::npos) << o.message;
+  }
+  {
     const Registry registry = with_plugin("bad_status");
     const Outcome o = run_side(registry, "bad_status:glm45", c);
     EXPECT_EQ(o.reject_class, corpus::kBackendError);

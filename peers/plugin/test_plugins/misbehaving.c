@@ -42,6 +42,19 @@ MAYBE_UNUSED static bitparity_status compute(const bitparity_call* call, bitpari
   snprintf(error->error_class, sizeof error->error_class, "dtype");
   snprintf(error->message, sizeof error->message, "g_router: this kernel serves no dtype at all");
   return BITPARITY_REJECT;
+#elif defined(VARIANT_BAD_CLASS)
+  (void)router;
+  snprintf(error->error_class, sizeof error->error_class, "dtype|\033[2J");
+  snprintf(error->message, sizeof error->message, "g_router:\033[2J no\nway");
+  return BITPARITY_REJECT;
+#elif defined(VARIANT_OTHER_OUTPUT)
+  /* Allocates an output that the op does not have: the host refuses it. */
+  void* out = NULL;
+  if (call->allocate_output(call, "d_hid\033[2Jden", router->dtype, router->rank, router->shape, &out) != 0) {
+    snprintf(error->message, sizeof error->message, "cannot allocate d_hidden");
+    return BITPARITY_ERROR;
+  }
+  return BITPARITY_OK;
 #elif defined(VARIANT_BAD_STATUS)
   (void)router;
   (void)error;
