@@ -41,14 +41,16 @@ Hello read_hello(const Registry& registry, const std::string& worker, const std:
     std::vector<std::pair<std::string, std::string>> out;
     const json& implements = require_object(hello, "implements", "");
     for (const auto& [op_name, contracts] : implements.items()) {
-      const std::string field = path_of("implements", op_name);
       const OpInfo* op = registry.op(op_name);
-      if (!op) throw ParseError(field, "no op of that name in this binary (see `bitparity list`)");
+      if (!op) throw ParseError("implements", "no op " + excerpt(op_name) + " in this binary (see `bitparity list`)");
+      const std::string field = path_of("implements", op_name);
       if (!contracts.is_array()) throw ParseError(field, "expected an array of contract names, got " + json_type(contracts));
       for (const json& contract : contracts) {
         if (!contract.is_string()) throw ParseError(field, "expected contract names (strings), got " + json_type(contract));
         if (!op->has_contract(contract.get<std::string>()))
-          throw ParseError(field, op_name + " has no contract \"" + contract.get<std::string>().substr(0, 40) + "\"");
+          throw ParseError(field, op_name + " has no contract " + excerpt(contract.get<std::string>()));
+        if (std::find(out.begin(), out.end(), std::pair(op_name, contract.get<std::string>())) != out.end())
+          throw ParseError(field, "names " + contract.get<std::string>() + " twice");
         out.emplace_back(op_name, contract.get<std::string>());
       }
     }

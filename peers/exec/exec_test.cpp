@@ -309,10 +309,13 @@ TEST(ExecBackend, BadWorkersAreClearErrorsAtRegistration) {
   EXPECT_NE(error_of("echo '{\"format\": \"other/1\", \"implements\": {}}'; cat").find("bitparity-worker/1"),
             std::string::npos);
   EXPECT_NE(error_of("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"nope\": [\"strict\"]}}'; cat")
-                .find("implements.nope"),
+                .find("no op \"nope\""),
             std::string::npos);
   EXPECT_NE(error_of("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"nope\"]}}'; cat")
                 .find("no contract"),
+            std::string::npos);
+  EXPECT_NE(error_of("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"strict\", \"strict\"]}}'; cat")
+                .find("names strict twice"),
             std::string::npos);
   EXPECT_NE(error_of("sleep 30").find("hello"), std::string::npos);
   Registry r = testing::make_fake_registry();
