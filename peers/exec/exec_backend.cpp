@@ -70,9 +70,11 @@ TensorMap outputs_of(const std::string& worker, const json& answer, const std::s
     // Only the op's own outputs: a name the op does not have would reach a finding, and the
     // corpus entry's signature, which no reader of the corpus accepts.
     const json& outputs = require_object(answer, "outputs", field);
-    for (const auto& [name, value] : outputs.items())
+    for (const auto& item : outputs.items()) {
+      const std::string& name = item.key();
       if (std::none_of(declared.begin(), declared.end(), [&](const TensorSpec& s) { return s.name == name; }))
         throw ParseError(path_of(field, "outputs"), "the op has no output " + excerpt(name));
+    }
     return tensors_from_json(outputs, path_of(field, "outputs"));
   }
   if (answer.contains("reject")) {
