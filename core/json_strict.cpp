@@ -147,6 +147,15 @@ std::string read_document(const std::filesystem::path& path, size_t limit) {
 
 json parse_json_text(std::string_view text, const std::string& what) {
   if (text.size() > kMaxDocumentBytes) throw ParseError("", what + ": " + too_large(kMaxDocumentBytes));
+  // UTF-16 and UTF-32 text (a byte-order mark; Windows editors save JSON so) is named as such,
+  // rather than as a NUL byte or a syntax error.
+  using namespace std::string_view_literals;  // the marks hold NUL bytes: their lengths are the literals'
+  for (const auto& [mark, encoding] : {std::pair<std::string_view, const char*>{"\xff\xfe\0\0"sv, "UTF-32"},
+                                       {"\0\0\xfe\xff"sv, "UTF-32"},
+                                       {"\xff\xfe"sv, "UTF-16"},
+                                       {"\xfe\xff"sv, "UTF-16"}})
+    if (text.substr(0, mark.size()) == mark)
+      throw ParseError("", what + " is " + encoding + " text (it begins with a byte-order mark); bitparity reads JSON in UTF-8");
   // The parser ends its input at a NUL byte, so "{}\0junk" would read as "{}": a document with one
   // is not JSON (a binary file given where a case was expected).
   if (const size_t nul = text.find('\0'); nul != std::string_view::npos)

@@ -262,9 +262,11 @@ bool looks_like_safetensors(const fs::path& path) {
   std::error_code error;
   if (!fs::is_regular_file(path, error)) return false;  // a pipe's first bytes would be lost to the JSON reader
   std::ifstream in(path, std::ios::binary);
-  std::array<char, kLengthBytes> first{};
+  // The 8-byte header length (little-endian: NUL bytes for any header below 2^56 bytes), then the
+  // header's '{'. UTF-16 text has NUL bytes too, but not this '{'.
+  std::array<char, kLengthBytes + 1> first{};
   if (!in.read(first.data(), first.size())) return false;
-  return std::find(first.begin(), first.end(), '\0') != first.end();
+  return std::find(first.begin(), first.end() - 1, '\0') != first.end() - 1 && first.back() == '{';
 }
 
 }  // namespace bitparity

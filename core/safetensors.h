@@ -58,7 +58,9 @@ std::string safetensors_to_bytes(const Safetensors& file);
 Safetensors read_safetensors(const std::filesystem::path& path);
 
 // Whether `path` is to be read as .safetensors rather than JSON: its name ends in ".safetensors",
-// or one of its first 8 bytes is 0 (JSON text holds no NUL byte; a header length below 2^56 does).
+// or one of its first 8 bytes is 0 (JSON text holds no NUL byte; a header length below 2^56 does)
+// and the 9th is the header's '{' (UTF-16 text, which holds NUL bytes too, goes to the JSON reader,
+// which names its encoding).
 // False for a file that cannot be read: the JSON reader reports why.
 bool looks_like_safetensors(const std::filesystem::path& path);
 

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "core/json_strict.h"
 
 namespace bitparity {
 namespace {
@@ -363,6 +364,24 @@ TEST_F(SafetensorsFileTest, TellsTheFormByNameOrByANulInTheFirstEightBytes) {
   EXPECT_FALSE(looks_like_safetensors(write("short.json", "{}")));
   EXPECT_FALSE(looks_like_safetensors(dir_ / "absent.json"));
   EXPECT_FALSE(looks_like_safetensors(dir_));
+  // Eight bytes with a NUL but no header's '{' after them: UTF-16 text (an editor's "Unicode" JSON),
+  // which the JSON reader names by its byte-order mark, in either byte order, and UTF-32.
+  const std::string utf16le("\xff\xfe{\0\"\0f\0o\0r\0m\0a\0t\0\"\0}\0", 22);
+  const std::string utf16be("\xfe\xff\0{\0\"\0f\0o\0r\0m\0a\0t\0\"\0}", 22);
+  const std::string utf32le("\xff\xfe\0\0{\0\0\0}\0\0\0", 12);
+  EXPECT_FALSE(looks_like_safetensors(write("utf16le.json", utf16le)));
+  EXPECT_FALSE(looks_like_safetensors(write("utf16be.json", utf16be)));
+  EXPECT_FALSE(looks_like_safetensors(write("utf32le.json", utf32le)));
+  for (const auto& [text, encoding] : {std::pair<std::string, std::string>{utf16le, "UTF-16"}, {utf16be, "UTF-16"},
+                                       {utf32le, "UTF-32"}}) {
+    std::string message = "(accepted)";
+    try {
+      parse_json_text(text, "the case");
+    } catch (const ParseError& e) {
+      message = e.what();
+    }
+    EXPECT_NE(message.find("the case is " + encoding + " text"), std::string::npos) << message;
+  }
 }
 
 }  // namespace
