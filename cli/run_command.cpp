@@ -24,8 +24,8 @@ int run(const Registry& registry, const RunFlags& flags) {
   const std::string text = result.dump(2) + "\n";
   write_output(flags.out, text);
   if (text.size() > kMaxDocumentBytes)  // outputs in hex may pass the limit that the inputs kept to
-    std::cerr << "warning: the result is " << (text.size() >> 20) << " MiB, more than the " << (kMaxDocumentBytes >> 20)
-              << " MiB that bitparity reads in a JSON document: `run --case` and `case` will refuse it as a case\n";
+    std::cerr << "warning: the result is " << text.size() << " bytes, more than the " << kMaxDocumentBytes
+              << " (256 MiB) that bitparity reads in a JSON document: `run --case` and `case` will refuse it as a case\n";
   return kExitOk;
 }
 

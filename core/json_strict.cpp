@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -175,21 +177,94 @@ std::string json_type(const json& value) {
 
 std::string path_of(const std::string& field, const std::string& key) { return field.empty() ? key : field + "." + key; }
 
-std::string excerpt(std::string_view text) {
-  // As a JSON string: control characters (a terminal's escape sequences) and broken UTF-8 are
-  // shown escaped or replaced, never written raw to the user's terminal or log.
-  return json(cut(std::string(text.substr(0, kExcerptChars + 1)), kExcerptChars))
-      .dump(-1, ' ', false, json::error_handler_t::replace);
+namespace {
+
+// The length of the UTF-8 sequence at text[i] and its code point; 0 where the bytes there are none
+// (a stray continuation byte, a cut or overlong sequence, a surrogate, past U+10FFFF).
+size_t utf8_at(std::string_view text, size_t i, uint32_t& code) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  if (lead < 0x80) {
+    code = lead;
+    return 1;
+  }
+  size_t n = 0;
+  uint32_t least = 0;
+  if ((lead & 0xe0) == 0xc0) n = 2, code = lead & 0x1f, least = 0x80;
+  else if ((lead & 0xf0) == 0xe0) n = 3, code = lead & 0x0f, least = 0x800;
+  else if ((lead & 0xf8) == 0xf0) n = 4, code = lead & 0x07, least = 0x10000;
+  else return 0;
+  if (i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    code = (code << 6) | (byte(i + k) & 0x3f);
+  }
+  if (code < least || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+  return n;
 }
 
-std::string printable(std::string text, size_t max_bytes) {
-  if (text.size() > max_bytes) text = text.substr(0, max_bytes) + "...";
-  for (char& ch : text)
-    if (ch == '\n' || ch == '\r' || ch == '\t')
-      ch = ' ';
-    else if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f)
-      ch = '?';
-  return text;
+// C0 controls, DEL and the C1 controls (U+0080-U+009F: 0x9b is an 8-bit CSI to some terminals).
+bool is_control(uint32_t code) { return code < 0x20 || (code >= 0x7f && code <= 0x9f); }
+
+}  // namespace
+
+std::string excerpt(std::string_view text) {
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size();) {
+    if (i >= kExcerptChars) {
+      out += "...";
+      break;
+    }
+    uint32_t code = 0;
+    const size_t n = utf8_at(text, i, code);
+    if (n == 0) {
+      out += "\xef\xbf\xbd";  // U+FFFD for a byte that is no UTF-8
+      i += 1;
+      continue;
+    }
+    if (code == '"' || code == '\\') {
+      out += '\\';
+      out += static_cast<char>(code);
+    } else if (code == '\n') {
+      out += "\\n";
+    } else if (code == '\t') {
+      out += "\\t";
+    } else if (code == '\r') {
+      out += "\\r";
+    } else if (is_control(code)) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", static_cast<unsigned>(code));
+      out += escaped;
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += n;
+  }
+  return out + "\"";
+}
+
+std::string printable(std::string_view text, size_t max_bytes, bool keep_line_ends) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    uint32_t code = 0;
+    size_t n = utf8_at(text, i, code);
+    std::string_view piece = text.substr(i, n);
+    if (n == 0) {
+      piece = "?", n = 1;  // no UTF-8: a message goes into corpus entries, which are UTF-8 JSON
+    } else if (code == '\n' && keep_line_ends) {
+    } else if (code == '\n' || code == '\r' || code == '\t') {
+      piece = " ";
+    } else if (is_control(code)) {
+      piece = "?";
+    }
+    if (out.size() + piece.size() > max_bytes) {
+      out += "...";
+      break;
+    }
+    out.append(piece);
+    i += n;
+  }
+  return out;
 }
 
 const json& require(const json& object, const std::string& key, const std::string& field) {

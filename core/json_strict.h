@@ -65,14 +65,16 @@ std::vector<std::string> get_strings(const nlohmann::json& object, const std::st
 std::map<std::string, int64_t> get_count_map(const nlohmann::json& object, const std::string& key,
                                              const std::string& field);
 
-// A user's string for a message: cut to a few dozen characters and quoted as a JSON string
-// (control characters escaped, broken UTF-8 replaced).
+// A user's string for a message: its first few dozen bytes (then "..."), quoted as a JSON string
+// would be, with every control character escaped (C0, DEL and C1) and a byte that is no UTF-8
+// replaced by U+FFFD: what it shows cannot drive the user's terminal.
 std::string excerpt(std::string_view text);
 
-// Another program's message (a worker's, a plug-in's) for the user's terminal and log: control
-// characters (escape sequences included) shown as '?', line ends and tabs as spaces, and at most
-// max_bytes.
-std::string printable(std::string text, size_t max_bytes = 4096);
+// Another program's message (a worker's, a plug-in's, a worker's stderr) for the user's terminal,
+// log and corpus entries: control characters (escape sequences included) shown as '?', line ends
+// and tabs as spaces (line ends kept where keep_line_ends), a byte that is no UTF-8 as '?', cut at
+// a character's end to at most max_bytes and then "...".
+std::string printable(std::string_view text, size_t max_bytes = 4096, bool keep_line_ends = false);
 
 // The same checks on a value already in hand; `path` is its full path.
 std::string as_string(const nlohmann::json& value, const std::string& path);

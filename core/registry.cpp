@@ -95,6 +95,10 @@ bool valid_kind_name(std::string_view name) {
   return true;
 }
 
+bool valid_reject_class(std::string_view name) {
+  return valid_kind_name(name) && name != "backend_error" && name != "device_fault" && name != "sanitizer_hazard";
+}
+
 std::pair<std::string, std::string> split_backend_name(const std::string& name) {
   const size_t colon = name.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == name.size() ||

@@ -278,6 +278,15 @@ class Registry {
 inline constexpr size_t kMaxKindNameLength = 64;
 bool valid_kind_name(std::string_view name);
 
+// A rejection class that a worker or a plug-in may give (RejectError::error_class): a name as
+// valid_kind_name has it, and none of the outcomes that bitparity gives itself ("backend_error",
+// "device_fault", "sanitizer_hazard": corpus/differential.h), which harnesses count as findings, so
+// that a rejection cannot pass itself off as one. The message for a class that is not.
+bool valid_reject_class(std::string_view name);
+inline constexpr const char* kRejectClassRule =
+    "a name of at most 64 characters matching [a-z][a-z0-9_]* (such as \"shape\"), and not backend_error, "
+    "device_fault or sanitizer_hazard";
+
 // Splits "ref:megatron_eager" into its kind and contract; throws ParseError on another form.
 std::pair<std::string, std::string> split_backend_name(const std::string& name);
 

@@ -263,9 +263,12 @@ bool looks_like_safetensors(const fs::path& path) {
   if (!fs::is_regular_file(path, error)) return false;  // a pipe's first bytes would be lost to the JSON reader
   std::ifstream in(path, std::ios::binary);
   // The 8-byte header length (little-endian: NUL bytes for any header below 2^56 bytes), then the
-  // header's '{'. UTF-16 text has NUL bytes too, but not this '{'.
+  // header's '{'. UTF-16 text has NUL bytes too: its byte-order mark sends it to the JSON reader,
+  // which names it (without a mark, '{' rarely falls on byte 8).
   std::array<char, kLengthBytes + 1> first{};
   if (!in.read(first.data(), first.size())) return false;
+  const std::string_view head(first.data(), first.size());
+  if (head.substr(0, 2) == "\xff\xfe" || head.substr(0, 2) == "\xfe\xff") return false;
   return std::find(first.begin(), first.end() - 1, '\0') != first.end() - 1 && first.back() == '{';
 }
 

@@ -369,6 +369,8 @@ TEST_F(SafetensorsFileTest, TellsTheFormByNameOrByANulInTheFirstEightBytes) {
   const std::string utf16le("\xff\xfe{\0\"\0f\0o\0r\0m\0a\0t\0\"\0}\0", 22);
   const std::string utf16be("\xfe\xff\0{\0\"\0f\0o\0r\0m\0a\0t\0\"\0}", 22);
   const std::string utf32le("\xff\xfe\0\0{\0\0\0}\0\0\0", 12);
+  // A mark and three spaces put a '{' on byte 8.
+  EXPECT_FALSE(looks_like_safetensors(write("spaced.json", std::string("\xff\xfe \0 \0 \0{\0}\0", 12))));
   EXPECT_FALSE(looks_like_safetensors(write("utf16le.json", utf16le)));
   EXPECT_FALSE(looks_like_safetensors(write("utf16be.json", utf16be)));
   EXPECT_FALSE(looks_like_safetensors(write("utf32le.json", utf32le)));

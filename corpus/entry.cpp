@@ -263,7 +263,8 @@ void write_file_atomically(const fs::path& path, std::string_view text) {
 fs::path write_entry(const fs::path& dir, const Case& c, const json& entry) {
   const std::string signature = entry.at("finding").at("signature").get<std::string>();
   const fs::path path = dir / c.op / (content_name(c, signature) + ".json");
-  write_file_atomically(path, entry.dump(2) + "\n");
+  // A message holds other programs' text: a byte that is no UTF-8 is written as U+FFFD, not thrown.
+  write_file_atomically(path, entry.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   return path;
 }
 

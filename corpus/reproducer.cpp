@@ -52,7 +52,7 @@ std::string write_reproducer(const Case& c, const std::string& kind, const std::
   fs::path path;
   try {
     path = reproducer_path(c, kind, pair, dir);
-    write_file_atomically(path, reproducer_document(c, kind, pair, message).dump(2) + "\n");
+    write_file_atomically(path, reproducer_document(c, kind, pair, message).dump(2, ' ', false, json::error_handler_t::replace) + "\n");
     return reproduce_line(path);
   } catch (const std::exception& e) {
     std::string case_text;

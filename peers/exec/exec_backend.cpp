@@ -80,11 +80,12 @@ TensorMap outputs_of(const std::string& worker, const json& answer, const std::s
   if (answer.contains("reject")) {
     const json& reject = require_object(answer, "reject", field);
     // The class goes into findings' signatures, which are '|'-separated and free of control
-    // characters: it is a name like the op's own classes (shape, dtype, attr, ...).
+    // characters: it is a name like the op's own classes (shape, dtype, attr, ...), and no outcome
+    // that harnesses count as a finding (device_fault).
     const std::string error_class = get_string(reject, "class", path_of(field, "reject"));
-    if (!valid_kind_name(error_class))
+    if (!valid_reject_class(error_class))
       throw ParseError(path_of(path_of(field, "reject"), "class"),
-                       "expected a name matching [a-z][a-z0-9_]* such as \"shape\", got " + excerpt(error_class));
+                       std::string("expected ") + kRejectClassRule + ", got " + excerpt(error_class));
     throw RejectError(error_class, printable(get_string(reject, "message", path_of(field, "reject"))));
   }
   if (answer.contains("error")) throw std::runtime_error("worker " + worker + ": " + printable(get_string(answer, "error", field)));

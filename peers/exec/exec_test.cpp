@@ -388,6 +388,8 @@ done)";
   for (const auto& [answer, says] : {std::pair<std::string, std::string>{outputs("y\\u001b[2J"), "has no output"},
                                      {outputs("z"), "has no output"},
                                      {reject("shape|x"), "reject.class"},
+                                     {reject("device_fault"), "reject.class"},
+                                     {reject(std::string(65, 'a')), "reject.class"},
                                      {reject("sh\\u0007ape"), "reject.class"},
                                      {reject(""), "reject.class"}}) {
     Registry r = testing::make_fake_registry();
@@ -400,6 +402,32 @@ done)";
     EXPECT_NE(batch.find("broke the protocol"), std::string::npos) << answer << ": " << batch;
     EXPECT_NE(batch.find(says), std::string::npos) << answer << ": " << batch;
   }
+}
+
+// A worker's messages reach corpus entries, which are UTF-8 JSON: a long rejection message cut in
+// the middle of a character, and a crash whose stderr holds bytes that are no UTF-8, give messages
+// that a JSON document can hold (a dump of one threw, and stopped the campaign).
+TEST(ExecBackend, AWorkersMessagesStayUTF8) {
+  std::string accents;
+  for (int i = 0; i < 10; ++i) accents += "\xc3\xa9";  // e acute
+  const std::string message = std::string(4095, 'a') + accents;
+  Registry r = testing::make_fake_registry();
+  add_exec_backend(r, "w",
+                   shell_worker("echo '{\"format\": \"bitparity-worker/1\", \"implements\": {\"toy\": [\"strict\"]}}';"
+                                "read line; echo '{\"id\": 1, \"reject\": {\"class\": \"shape\", \"message\": \"" +
+                                message + "\"}}'; read line; printf 'bad \\377 byte\\n' >&2; exit 3"));
+  const Case c = testing::toy_case(1, 1, {1});
+  std::string rejected;
+  try {
+    run_impl(r, "w:strict", c);
+  } catch (const RejectError& e) {
+    rejected = e.what();
+  }
+  EXPECT_EQ(rejected.substr(0, 4095), std::string(4095, 'a'));
+  EXPECT_EQ(rejected.substr(4095), "...") << "the cut keeps no half of a character";
+  const std::string fault = message_of([&] { run_impl(r, "w:strict", c); });
+  EXPECT_NE(fault.find("bad ? byte"), std::string::npos) << fault;
+  for (const std::string& text : {rejected, fault}) EXPECT_NO_THROW((void)json(text).dump()) << text;
 }
 
 // A worker that keeps writing without ending its line is held to the timeout like a silent one.

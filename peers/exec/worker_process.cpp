@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/json_strict.h"
 #include "core/process_status.h"
 
 namespace bitparity::peers {
@@ -163,6 +164,7 @@ void WorkerProcess::await_exit(Clock::time_point deadline) {
   }
   if (report.empty() && !stderr_tail_.empty()) report = "\n" + stderr_tail_;
   while (!report.empty() && (report.back() == '\n' || report.back() == '\r')) report.pop_back();
+  report = printable(report, report.size(), /*keep_line_ends=*/true);  // raw bytes: corpus entries are UTF-8 JSON
   if (judged_because) report += "\n(judged as a hazard: " + *judged_because + ")";
   const std::string message = "worker " + options_.name + ": after its answer it " + describe_status(status) +
                               (hazard ? " (the hazard status): its checker reported on this case:"
@@ -287,7 +289,7 @@ void WorkerProcess::fault(const std::string& what) {
   if (!stderr_tail_.empty()) {
     std::string tail = stderr_tail_;
     while (!tail.empty() && (tail.back() == '\n' || tail.back() == '\r')) tail.pop_back();
-    message += "; its stderr ended with:\n" + tail;
+    message += "; its stderr ended with:\n" + printable(tail, tail.size(), /*keep_line_ends=*/true);
   }
   // The checker ended it (memcheck stops a kernel at an invalid access): its report is the finding.
   if (hazard) throw SanitizerHazard(message + "\n(the hazard status: its checker reported on this case)");

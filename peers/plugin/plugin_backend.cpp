@@ -125,6 +125,7 @@ struct CallState {
   std::vector<bitparity_attr> attrs;
   std::vector<std::unique_ptr<AbiTensor>> inputs, expected;
   std::set<std::string> allocated;  // the outputs allocate_output gave, by name
+  std::vector<std::string> declared;  // the op's outputs in the case's direction, which it may allocate
   std::vector<bitparity_tensor> input_views, expected_views;
   std::string allocation_error;  // the first refused allocate_output, for the error message
 };
@@ -141,9 +142,10 @@ extern "C" int32_t allocate_output(const bitparity_call* call, const char* name,
   if (!name) return refuse("allocate_output without a name");
   const std::string_view raw(name, strnlen(name, 256));
   const std::string output = excerpt(raw);  // quoted, for messages
-  // Only the outputs the op has (the expected outputs): another name would reach a finding, and a
-  // corpus entry whose signature no reader of the corpus accepts.
-  if (std::none_of(state.expected.begin(), state.expected.end(), [&](const auto& t) { return t->name == raw; }))
+  // Only the outputs the op has in this direction (as for exec workers; one the case does not
+  // expect is a finding): another name would reach a finding, and a corpus entry whose signature
+  // no reader of the corpus accepts.
+  if (std::find(state.declared.begin(), state.declared.end(), raw) == state.declared.end())
     return refuse("allocate_output(" + output + "): the op has no output of that name");
   const std::optional<DType> type = dtype_of(dtype);
   if (!type) return refuse("allocate_output(" + output + "): dtype " + std::to_string(dtype) + " is no bitparity_dtype");
@@ -190,11 +192,10 @@ struct Plugin {
   std::mutex lock;
 };
 
-using Validate = std::function<OutputMetas(const Case&, const ContractInfo&)>;
-
-TensorMap call_plugin(Plugin& plugin, const Validate& validate, const Case& c, const ContractInfo& contract) {
+TensorMap call_plugin(Plugin& plugin, const OpInfo& op, const Case& c, const ContractInfo& contract) {
   const bool device = plugin.description->memory == BITPARITY_MEMORY_CUDA;
   CallState state(device);
+  for (const TensorSpec& spec : op.output_specs(c.direction)) state.declared.push_back(spec.name);
   state.op = c.op;
   state.direction = std::string(direction_name(c.direction));
   state.contract = contract.name;
@@ -210,7 +211,7 @@ TensorMap call_plugin(Plugin& plugin, const Validate& validate, const Case& c, c
     state.input_views.push_back(t->view);
     state.inputs.push_back(std::move(t));
   }
-  for (const auto& [name, meta] : validate(c, contract)) {
+  for (const auto& [name, meta] : op.validate(c, contract)) {
     auto t = std::make_unique<AbiTensor>();
     t->name = name;
     t->shape = meta.shape;
@@ -244,10 +245,11 @@ TensorMap call_plugin(Plugin& plugin, const Validate& validate, const Case& c, c
       break;
     case BITPARITY_REJECT: {
       const std::string error_class = bounded(error.error_class);
-      // The class goes into findings' signatures ('|'-separated, no control characters).
-      if (!error_class.empty() && !valid_kind_name(error_class))
-        throw std::runtime_error(who + " rejected the case with the class " + excerpt(error_class) +
-                                 ", which is no name matching [a-z][a-z0-9_]* (" + printable(bounded(error.message)) + ")");
+      // The class goes into findings' signatures ('|'-separated, no control characters); an outcome
+      // that harnesses count as a finding (device_fault) is none.
+      if (!error_class.empty() && !valid_reject_class(error_class))
+        throw std::runtime_error(who + " rejected the case with the class " + excerpt(error_class) + ", which is not " +
+                                 kRejectClassRule + " (" + printable(bounded(error.message)) + ")");
       throw RejectError(error_class.empty() ? "reject" : error_class, who + ": " + printable(bounded(error.message)));
     }
     case BITPARITY_ERROR: {
@@ -350,9 +352,10 @@ PluginInfo add_plugin_backend(Registry& registry, const std::filesystem::path& g
 #endif
   registry.add_backend({kind, doc, unavailable});
   for (const auto& [op, contract] : impls) {
-    Validate validate = registry.op(op)->validate;
-    registry.add_impl(op, kind, contract, [plugin, validate](const Case& c, const ContractInfo& contract_info) {
-      return call_plugin(*plugin, validate, c, contract_info);
+    // A copy: the registry's ops may move as more are added.
+    auto info = std::make_shared<const OpInfo>(*registry.op(op));
+    registry.add_impl(op, kind, contract, [plugin, info](const Case& c, const ContractInfo& contract_info) {
+      return call_plugin(*plugin, *info, c, contract_info);
     });
   }
   return {kind, path, device, impls};

@@ -28,8 +28,9 @@
  *
  * Results. `compute` returns BITPARITY_OK after writing every output element; BITPARITY_REJECT for
  * an input that its contract refuses, with `error->error_class` one of "shape", "dtype", "attr"
- * (what two backends must agree on; a class that does not match [a-z][a-z0-9_]* is reported as a
- * `backend_error`) and a message naming the field; BITPARITY_ERROR for anything
+ * (what two backends must agree on; a class that does not match [a-z][a-z0-9_]*, or names one of
+ * bitparity's own outcomes such as "device_fault", is reported as a `backend_error`) and a message
+ * naming the field; BITPARITY_ERROR for anything
  * else (a launch that failed, memory it could not get), reported as a `backend_error` finding.
  * Strings written into `error` are cut to their buffers and always read as NUL-terminated.
  * `compute` may be called from one thread at a time; it must not keep pointers past its return.
@@ -117,7 +118,7 @@ struct bitparity_call {
   void* stream;                             /* a cudaStream_t for BITPARITY_MEMORY_CUDA, else NULL */
   /* Allocates output `name` (each name once) in the plug-in's memory, every byte 0x5a, and sets
    * *data (NULL for an empty tensor). Returns 0, or nonzero when it cannot (a name that is none of
-   * the expected outputs' names, a name given twice, an unknown dtype, a rank above 8, more than
+   * the op's outputs in the call's direction, a name given twice, an unknown dtype, a rank above 8, more than
    * 2^26 elements, no memory left): then return BITPARITY_ERROR. */
   int32_t (*allocate_output)(const bitparity_call* call, const char* name, int32_t dtype, int32_t rank,
                              const int64_t* shape, void** data);
